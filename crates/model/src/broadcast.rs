@@ -1,0 +1,182 @@
+//! One broadcast: a named set of tracks, either published locally or pulled on demand.
+//!
+//! A local publisher creates its tracks up front. A broadcast learned from a peer is *dynamic*:
+//! the first reader of a track name creates the shared track and queues a request that the
+//! owning session answers with one upstream subscription. Later readers of the same name share
+//! that track, so fan-out costs one upstream whatever the number of readers.
+
+use std::collections::{HashMap, VecDeque};
+use std::future::poll_fn;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use parking_lot::Mutex;
+use starling_proto::StreamCode;
+
+use crate::track::{StartAt, TrackConsumer, TrackInfo, TrackProducer};
+use crate::waiters::Waiters;
+use crate::Limits;
+
+#[derive(Debug)]
+struct BroadcastState {
+    tracks: HashMap<String, TrackConsumer>,
+    requests: VecDeque<TrackProducer>,
+    dynamic: bool,
+    closed: bool,
+    waiters: Waiters,
+}
+
+#[derive(Debug)]
+struct BroadcastShared {
+    limits: Limits,
+    state: Mutex<BroadcastState>,
+}
+
+/// Owns a broadcast: creates tracks, or answers track requests when dynamic.
+#[derive(Debug)]
+pub struct BroadcastProducer {
+    shared: Arc<BroadcastShared>,
+}
+
+impl BroadcastProducer {
+    /// A broadcast whose tracks the owner creates with `create_track`.
+    pub fn new(limits: Limits) -> Self {
+        Self::with_mode(limits, false)
+    }
+
+    /// A broadcast whose tracks are created on first request and served by the owner.
+    pub fn dynamic(limits: Limits) -> Self {
+        Self::with_mode(limits, true)
+    }
+
+    fn with_mode(limits: Limits, dynamic: bool) -> Self {
+        BroadcastProducer {
+            shared: Arc::new(BroadcastShared {
+                limits,
+                state: Mutex::new(BroadcastState {
+                    tracks: HashMap::new(),
+                    requests: VecDeque::new(),
+                    dynamic,
+                    closed: false,
+                    waiters: Waiters::default(),
+                }),
+            }),
+        }
+    }
+
+    /// Publish a track under `name`, replacing any earlier track of that name.
+    pub fn create_track(&self, name: &str, info: TrackInfo) -> TrackProducer {
+        let producer = TrackProducer::new(name, Some(info), self.shared.limits);
+        // The broadcast keeps a reader-less handle; it does not count as a consumer.
+        let handle = producer.consume(StartAt::default());
+        let mut state = self.shared.state.lock();
+        state.tracks.insert(name.to_string(), handle.detached());
+        producer
+    }
+
+    /// The next track a reader asked for (dynamic broadcasts); `None` once closed.
+    pub fn poll_requested(&self, cx: &mut Context<'_>) -> Poll<Option<TrackProducer>> {
+        let mut state = self.shared.state.lock();
+        if let Some(track) = state.requests.pop_front() {
+            return Poll::Ready(Some(track));
+        }
+        if state.closed {
+            return Poll::Ready(None);
+        }
+        state.waiters.register(cx);
+        Poll::Pending
+    }
+
+    pub async fn requested(&self) -> Option<TrackProducer> {
+        poll_fn(|cx| self.poll_requested(cx)).await
+    }
+
+    /// Forget a track so the next reader requests it afresh.
+    pub fn remove_track(&self, track: &TrackProducer) {
+        let mut state = self.shared.state.lock();
+        if let Some(existing) = state.tracks.get(track.name()) {
+            if track.same_track(existing) {
+                state.tracks.remove(track.name());
+            }
+        }
+    }
+
+    pub fn consume(&self) -> BroadcastConsumer {
+        BroadcastConsumer {
+            strong: self.shared.clone(),
+        }
+    }
+
+    /// End the broadcast: pending and future requests fail, readers see it closed.
+    pub fn close(&self) {
+        let mut state = self.shared.state.lock();
+        state.closed = true;
+        state.requests.clear();
+        state.waiters.wake_all();
+    }
+}
+
+impl Drop for BroadcastProducer {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// Reads a broadcast: subscribes to its tracks by name.
+#[derive(Debug, Clone)]
+pub struct BroadcastConsumer {
+    strong: Arc<BroadcastShared>,
+}
+
+impl BroadcastConsumer {
+    /// A reader of track `name`, sharing the existing track when there is one.
+    pub fn subscribe_track(&self, name: &str, start: StartAt) -> Result<TrackConsumer, StreamCode> {
+        let mut state = self.strong.state.lock();
+        if state.closed {
+            return Err(StreamCode::NotFound);
+        }
+        if let Some(track) = state.tracks.get(name) {
+            if !track.is_closed() {
+                return Ok(track.resubscribe(start));
+            }
+        }
+        if !state.dynamic {
+            return Err(StreamCode::NotFound);
+        }
+        if state.tracks.len() >= self.strong.limits.max_tracks_per_broadcast {
+            return Err(StreamCode::Internal);
+        }
+        let producer = TrackProducer::new(name, None, self.strong.limits);
+        let consumer = producer.consume(start);
+        state
+            .tracks
+            .insert(name.to_string(), consumer.resubscribe(start).detached());
+        state.requests.push_back(producer);
+        state.waiters.wake_all();
+        Ok(consumer)
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.strong.state.lock().closed
+    }
+
+    /// Resolves when the broadcast ended.
+    pub fn poll_closed(&self, cx: &mut Context<'_>) -> Poll<()> {
+        let mut state = self.strong.state.lock();
+        if state.closed {
+            Poll::Ready(())
+        } else {
+            state.waiters.register(cx);
+            Poll::Pending
+        }
+    }
+
+    pub async fn closed(&self) {
+        poll_fn(|cx| self.poll_closed(cx)).await
+    }
+
+    /// Whether two handles read the same broadcast.
+    pub fn same(&self, other: &BroadcastConsumer) -> bool {
+        Arc::ptr_eq(&self.strong, &other.strong)
+    }
+}

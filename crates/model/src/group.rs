@@ -1,0 +1,242 @@
+//! One group: an append-only run of frames shared by every reader, with its own end state.
+//!
+//! The producer appends `Frame`s (payloads are `Bytes`, shared, never copied per reader); each
+//! consumer walks the same vector at its own index. A group ends finished or aborted with a
+//! moq-lite stream code, which readers see once they have read every frame before it.
+
+use std::future::poll_fn;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use starling_proto::StreamCode;
+
+use crate::error::ModelError;
+use crate::track::TrackShared;
+use crate::waiters::Waiters;
+use crate::Limits;
+
+/// A sized payload with a presentation timestamp in the track's timescale.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Frame {
+    pub timestamp: u64,
+    pub payload: Bytes,
+}
+
+#[derive(Debug)]
+struct GroupState {
+    frames: Vec<Frame>,
+    bytes: usize,
+    end: Option<Result<(), StreamCode>>,
+    waiters: Waiters,
+}
+
+#[derive(Debug)]
+pub(crate) struct Group {
+    sequence: u64,
+    state: Mutex<GroupState>,
+}
+
+impl Group {
+    pub(crate) fn new(sequence: u64) -> Arc<Self> {
+        Arc::new(Group {
+            sequence,
+            state: Mutex::new(GroupState {
+                frames: Vec::new(),
+                bytes: 0,
+                end: None,
+                waiters: Waiters::default(),
+            }),
+        })
+    }
+
+    pub(crate) fn sequence(&self) -> u64 {
+        self.sequence
+    }
+
+    /// Bytes of payload held.
+    pub(crate) fn bytes(&self) -> usize {
+        self.state.lock().bytes
+    }
+
+    /// Timestamp of the first frame, once there is one.
+    pub(crate) fn start_timestamp(&self) -> Option<u64> {
+        self.state.lock().frames.first().map(|f| f.timestamp)
+    }
+
+    /// Abort unless already ended; readers past the last frame see `code`.
+    pub(crate) fn abort(&self, code: StreamCode) {
+        let mut state = self.state.lock();
+        if state.end.is_none() {
+            state.end = Some(Err(code));
+            state.waiters.wake_all();
+        }
+    }
+
+    /// Expire the group: readers stop at once with `code` (even mid-group), memory goes with
+    /// the last reader.
+    pub(crate) fn expire(&self, code: StreamCode) {
+        let mut state = self.state.lock();
+        // A finished group that expires still stops readers that lag inside it.
+        state.frames.clear();
+        state.frames.shrink_to_fit();
+        state.bytes = 0;
+        state.end = Some(Err(code));
+        state.waiters.wake_all();
+    }
+}
+
+/// Writes frames into a group. Dropping it without `finish` aborts the group as cancelled.
+#[derive(Debug)]
+pub struct GroupProducer {
+    group: Arc<Group>,
+    limits: Limits,
+    /// The track whose cache accounts this group's bytes and timestamps, if any.
+    track: Option<Arc<TrackShared>>,
+}
+
+impl GroupProducer {
+    pub(crate) fn new(
+        group: Arc<Group>,
+        limits: Limits,
+        track: Option<Arc<TrackShared>>,
+    ) -> Self {
+        GroupProducer {
+            group,
+            limits,
+            track,
+        }
+    }
+
+    pub fn sequence(&self) -> u64 {
+        self.group.sequence
+    }
+
+    /// Append one frame. Refused past the group limits (frame size, frame count, group bytes)
+    /// or after the group ended.
+    pub fn write_frame(&mut self, frame: Frame) -> Result<(), ModelError> {
+        let size = frame.payload.len();
+        let timestamp = frame.timestamp;
+        {
+            let mut state = self.group.state.lock();
+            if let Some(end) = state.end {
+                return Err(match end {
+                    Ok(()) => ModelError::Ended,
+                    Err(code) => ModelError::Aborted(code),
+                });
+            }
+            if size > self.limits.max_frame_bytes {
+                return Err(ModelError::FrameTooLarge(size));
+            }
+            if state.frames.len() >= self.limits.max_group_frames
+                || state.bytes + size > self.limits.max_group_bytes
+            {
+                return Err(ModelError::GroupTooLarge);
+            }
+            state.bytes += size;
+            state.frames.push(frame);
+            state.waiters.wake_all();
+        }
+        if let Some(track) = &self.track {
+            track.on_frame(size, timestamp);
+        }
+        Ok(())
+    }
+
+    /// End the group cleanly after the frames written so far.
+    pub fn finish(self) {
+        let mut state = self.group.state.lock();
+        if state.end.is_none() {
+            state.end = Some(Ok(()));
+            state.waiters.wake_all();
+        }
+    }
+
+    /// End the group with an error code (forwarded to readers after the frames they can read).
+    pub fn abort(self, code: StreamCode) {
+        self.group.abort(code);
+    }
+
+    /// A reader of this group from its first frame.
+    pub fn consume(&self) -> GroupConsumer {
+        GroupConsumer::new(self.group.clone(), 0)
+    }
+}
+
+impl Drop for GroupProducer {
+    fn drop(&mut self) {
+        self.group.abort(StreamCode::Cancelled);
+    }
+}
+
+/// Reads a group's frames in order, at its own pace.
+#[derive(Debug, Clone)]
+pub struct GroupConsumer {
+    group: Arc<Group>,
+    index: usize,
+}
+
+impl GroupConsumer {
+    pub(crate) fn new(group: Arc<Group>, index: usize) -> Self {
+        GroupConsumer { group, index }
+    }
+
+    pub fn sequence(&self) -> u64 {
+        self.group.sequence
+    }
+
+    /// Index of the next frame this reader returns.
+    pub fn frame_index(&self) -> usize {
+        self.index
+    }
+
+    /// Skip to frame `index` (used for frame-offset subscriptions and fetches).
+    pub fn seek(&mut self, index: usize) {
+        self.index = index;
+    }
+
+    /// Next frame; `Ok(None)` when the group finished; `Err(code)` when it was aborted.
+    pub fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Frame>, StreamCode>> {
+        let mut state = self.group.state.lock();
+        if let Some(frame) = state.frames.get(self.index) {
+            self.index += 1;
+            return Poll::Ready(Ok(Some(frame.clone())));
+        }
+        match state.end {
+            Some(Ok(())) => Poll::Ready(Ok(None)),
+            Some(Err(code)) => Poll::Ready(Err(code)),
+            None => {
+                state.waiters.register(cx);
+                Poll::Pending
+            }
+        }
+    }
+
+    pub async fn next_frame(&mut self) -> Result<Option<Frame>, StreamCode> {
+        poll_fn(|cx| self.poll_frame(cx)).await
+    }
+
+    /// Every frame currently buffered past the cursor, plus whether the group has ended, in one
+    /// lock: lets a writer batch frames into one transport write.
+    pub fn poll_frames(
+        &mut self,
+        cx: &mut Context<'_>,
+        out: &mut Vec<Frame>,
+    ) -> Poll<Result<bool, StreamCode>> {
+        let mut state = self.group.state.lock();
+        if self.index < state.frames.len() {
+            out.extend_from_slice(&state.frames[self.index..]);
+            self.index = state.frames.len();
+            return Poll::Ready(Ok(matches!(state.end, Some(Ok(())))));
+        }
+        match state.end {
+            Some(Ok(())) => Poll::Ready(Ok(true)),
+            Some(Err(code)) => Poll::Ready(Err(code)),
+            None => {
+                state.waiters.register(cx);
+                Poll::Pending
+            }
+        }
+    }
+}

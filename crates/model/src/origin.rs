@@ -1,0 +1,354 @@
+//! The origin: one endpoint's tree of broadcasts by path, their routes, and announce interests.
+//!
+//! Each path holds the routes that reach it (a local publisher, or a peer's announcement with
+//! its hop chain and cost); the best route is the one readers get. Interests (a peer asking to
+//! hear announces under a prefix) are indexed by prefix, so a change to one path touches only
+//! the interests registered at that path's ancestors (at most 32 probes), never a scan. An
+//! interest collects the paths that changed; its reader diffs them against what it already told
+//! its peer, so a slow reader costs a bounded set of paths, never a growing event queue.
+
+use std::collections::{HashMap, HashSet};
+use std::future::poll_fn;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use parking_lot::Mutex;
+use starling_proto::{Path, RouteCost};
+
+use crate::broadcast::BroadcastConsumer;
+use crate::error::ModelError;
+use crate::waiters::Waiters;
+
+/// One way to reach a broadcast.
+#[derive(Clone, Debug)]
+pub struct Route {
+    /// Origin hop ids, original publisher first; excludes this endpoint.
+    pub hops: Arc<[u64]>,
+    pub cost: RouteCost,
+}
+
+impl Route {
+    pub fn local() -> Self {
+        Route {
+            hops: Arc::from(Vec::new()),
+            cost: RouteCost { warm: 0, cold: 0 },
+        }
+    }
+
+    fn rank(&self) -> (u64, u64, usize) {
+        (self.cost.warm, self.cost.cold, self.hops.len())
+    }
+}
+
+/// The broadcast a path resolves to, with the route that reaches it.
+#[derive(Clone, Debug)]
+pub struct Announced {
+    pub path: Path,
+    pub broadcast: BroadcastConsumer,
+    pub route: Route,
+}
+
+#[derive(Debug)]
+struct RouteEntry {
+    id: u64,
+    broadcast: BroadcastConsumer,
+    route: Route,
+}
+
+#[derive(Debug)]
+struct InterestState {
+    prefix: Path,
+    dirty: Vec<Path>,
+    dirty_set: HashSet<Path>,
+    waiters: Waiters,
+}
+
+#[derive(Debug, Default)]
+struct OriginState {
+    next_id: u64,
+    broadcasts: HashMap<Path, Vec<RouteEntry>>,
+    route_paths: HashMap<u64, Path>,
+    interests_by_prefix: HashMap<Path, Vec<u64>>,
+    interests: HashMap<u64, InterestState>,
+}
+
+impl OriginState {
+    fn mark_dirty(&mut self, path: &Path) {
+        for ancestor in path.ancestors() {
+            let Some(ids) = self.interests_by_prefix.get(&ancestor) else {
+                continue;
+            };
+            for id in ids {
+                if let Some(interest) = self.interests.get_mut(id) {
+                    if interest.dirty_set.insert(path.clone()) {
+                        interest.dirty.push(path.clone());
+                    }
+                    interest.waiters.wake_all();
+                }
+            }
+        }
+    }
+
+    fn best<'a>(&'a self, path: &Path, exclude_hop: Option<u64>) -> Option<&'a RouteEntry> {
+        let routes = self.broadcasts.get(path)?;
+        routes
+            .iter()
+            .filter(|r| match exclude_hop {
+                Some(hop) if hop != 0 => !r.route.hops.contains(&hop),
+                _ => true,
+            })
+            .filter(|r| !r.broadcast.is_closed())
+            // Lowest cost wins; among equals the newest route (a reconnecting publisher).
+            .min_by(|a, b| a.route.rank().cmp(&b.route.rank()).then(b.id.cmp(&a.id)))
+    }
+
+    fn remove_route(&mut self, id: u64) -> Option<Path> {
+        let path = self.route_paths.remove(&id)?;
+        if let Some(routes) = self.broadcasts.get_mut(&path) {
+            routes.retain(|r| r.id != id);
+            if routes.is_empty() {
+                self.broadcasts.remove(&path);
+            }
+        }
+        Some(path)
+    }
+}
+
+/// A tree of broadcasts; cheap to clone, shared by every session of an endpoint.
+#[derive(Clone, Debug, Default)]
+pub struct Origin {
+    state: Arc<Mutex<OriginState>>,
+    limits: OriginLimits,
+}
+
+/// Bounds on what the origin holds.
+#[derive(Clone, Copy, Debug)]
+pub struct OriginLimits {
+    pub max_routes: usize,
+    pub max_interests: usize,
+}
+
+impl Default for OriginLimits {
+    fn default() -> Self {
+        OriginLimits {
+            max_routes: 1 << 20,
+            max_interests: 1 << 20,
+        }
+    }
+}
+
+impl Origin {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn with_limits(limits: OriginLimits) -> Self {
+        Origin {
+            state: Default::default(),
+            limits,
+        }
+    }
+
+    /// Add a route to `path`. The returned handle removes it when dropped.
+    pub fn publish(
+        &self,
+        path: Path,
+        broadcast: BroadcastConsumer,
+        route: Route,
+    ) -> Result<RouteHandle, ModelError> {
+        let mut state = self.state.lock();
+        if state.route_paths.len() >= self.limits.max_routes {
+            return Err(ModelError::TooMany("routes"));
+        }
+        let id = state.next_id;
+        state.next_id += 1;
+        state.route_paths.insert(id, path.clone());
+        state.broadcasts.entry(path.clone()).or_default().push(RouteEntry {
+            id,
+            broadcast,
+            route,
+        });
+        state.mark_dirty(&path);
+        Ok(RouteHandle {
+            origin: self.clone(),
+            id,
+        })
+    }
+
+    /// Replace the route of an existing handle in place (a peer's UPDATE).
+    pub fn update_route(&self, handle: &RouteHandle, route: Route) {
+        let mut state = self.state.lock();
+        let Some(path) = state.route_paths.get(&handle.id).cloned() else {
+            return;
+        };
+        if let Some(entry) = state
+            .broadcasts
+            .get_mut(&path)
+            .and_then(|routes| routes.iter_mut().find(|r| r.id == handle.id))
+        {
+            entry.route = route;
+        }
+        state.mark_dirty(&path);
+    }
+
+    /// Remove many routes in one pass, touching each affected path once.
+    pub fn unpublish_all(&self, handles: impl IntoIterator<Item = RouteHandle>) {
+        let mut state = self.state.lock();
+        let mut touched = HashSet::new();
+        for mut handle in handles {
+            if let Some(path) = state.remove_route(handle.id) {
+                touched.insert(path);
+            }
+            handle.id = u64::MAX; // already removed; its drop does nothing
+        }
+        for path in touched {
+            state.mark_dirty(&path);
+        }
+    }
+
+    /// Tell interests that `path` may have changed (its broadcast closed, say).
+    pub fn touch(&self, path: &Path) {
+        self.state.lock().mark_dirty(path);
+    }
+
+    /// The best live route to exactly `path`, skipping routes through `exclude_hop`.
+    pub fn route(&self, path: &Path, exclude_hop: Option<u64>) -> Option<Announced> {
+        let state = self.state.lock();
+        state.best(path, exclude_hop).map(|entry| Announced {
+            path: path.clone(),
+            broadcast: entry.broadcast.clone(),
+            route: entry.route.clone(),
+        })
+    }
+
+    /// The broadcast to read for `path`: its own route, else the nearest announced ancestor's.
+    pub fn consume(&self, path: &Path, exclude_hop: Option<u64>) -> Option<BroadcastConsumer> {
+        let state = self.state.lock();
+        state.best(path, exclude_hop).map(|e| e.broadcast.clone())
+    }
+
+    /// Every path under `prefix` with a live route, and that route.
+    pub fn announced(&self, prefix: &Path, exclude_hop: Option<u64>) -> Vec<Announced> {
+        let state = self.state.lock();
+        let mut out: Vec<Announced> = state
+            .broadcasts
+            .keys()
+            .filter(|path| path.has_prefix(prefix))
+            .filter_map(|path| {
+                state.best(path, exclude_hop).map(|entry| Announced {
+                    path: path.clone(),
+                    broadcast: entry.broadcast.clone(),
+                    route: entry.route.clone(),
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        out
+    }
+
+    /// Start hearing about changes under `prefix`.
+    pub fn interest(&self, prefix: Path) -> Result<Interest, ModelError> {
+        let mut state = self.state.lock();
+        if state.interests.len() >= self.limits.max_interests {
+            return Err(ModelError::TooMany("interests"));
+        }
+        let id = state.next_id;
+        state.next_id += 1;
+        state
+            .interests_by_prefix
+            .entry(prefix.clone())
+            .or_default()
+            .push(id);
+        state.interests.insert(
+            id,
+            InterestState {
+                prefix,
+                dirty: Vec::new(),
+                dirty_set: HashSet::new(),
+                waiters: Waiters::default(),
+            },
+        );
+        Ok(Interest {
+            origin: self.clone(),
+            id,
+        })
+    }
+
+    fn remove_interest(&self, id: u64) {
+        let mut state = self.state.lock();
+        if let Some(interest) = state.interests.remove(&id) {
+            if let Some(ids) = state.interests_by_prefix.get_mut(&interest.prefix) {
+                ids.retain(|i| *i != id);
+                if ids.is_empty() {
+                    state.interests_by_prefix.remove(&interest.prefix);
+                }
+            }
+        }
+    }
+
+    /// Number of paths with at least one route.
+    pub fn len(&self) -> usize {
+        self.state.lock().broadcasts.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Keeps a route published; dropping it unpublishes.
+#[derive(Debug)]
+pub struct RouteHandle {
+    origin: Origin,
+    id: u64,
+}
+
+impl Drop for RouteHandle {
+    fn drop(&mut self) {
+        if self.id == u64::MAX {
+            return;
+        }
+        let mut state = self.origin.state.lock();
+        if let Some(path) = state.remove_route(self.id) {
+            state.mark_dirty(&path);
+        }
+    }
+}
+
+/// Hears which paths under a prefix changed.
+#[derive(Debug)]
+pub struct Interest {
+    origin: Origin,
+    id: u64,
+}
+
+impl Interest {
+    /// Move the paths that changed since the last call into `out`; pending while none did.
+    pub fn poll_changed(&self, cx: &mut Context<'_>, out: &mut Vec<Path>) -> Poll<()> {
+        let mut state = self.origin.state.lock();
+        let Some(interest) = state.interests.get_mut(&self.id) else {
+            return Poll::Ready(());
+        };
+        if interest.dirty.is_empty() {
+            interest.waiters.register(cx);
+            return Poll::Pending;
+        }
+        interest.dirty_set.clear();
+        out.append(&mut interest.dirty);
+        Poll::Ready(())
+    }
+
+    pub async fn changed(&self, out: &mut Vec<Path>) {
+        poll_fn(|cx| self.poll_changed(cx, out)).await
+    }
+
+    pub fn origin(&self) -> &Origin {
+        &self.origin
+    }
+}
+
+impl Drop for Interest {
+    fn drop(&mut self) {
+        self.origin.remove_interest(self.id);
+    }
+}

@@ -1,0 +1,489 @@
+//! One track: its groups in arrival order, the shared cache policy, and per-reader cursors.
+//!
+//! The producer adds groups; every consumer reads the same cached groups at its own cursor, so
+//! fan-out costs one copy of the data however many readers there are. The latest group is always
+//! kept; older groups leave the cache once their successor started more than the track's max age
+//! ago in presentation time, or when the track's byte or group budget is exceeded. A group that
+//! leaves is expired: readers still inside it stop with `Old` (age) or `Evicted` (budget), and a
+//! reader whose cursor fell behind the cache skips ahead to what is left.
+
+use std::collections::{HashMap, VecDeque};
+use std::future::poll_fn;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use parking_lot::Mutex;
+use starling_proto::StreamCode;
+
+use crate::error::ModelError;
+use crate::group::{Group, GroupConsumer, GroupProducer};
+use crate::waiters::Waiters;
+use crate::Limits;
+
+pub use starling_proto::TrackInfo;
+
+fn max_age_ticks(info: &TrackInfo) -> u64 {
+    StartAt::ticks(info.max_age_ms, info.timescale)
+}
+
+/// Where a new reader starts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StartAt {
+    /// Reach back this far (presentation time) into the cache; 0 means the latest group.
+    pub max_age_ms: u64,
+    /// Never deliver groups below this sequence.
+    pub floor: Option<u64>,
+}
+
+#[derive(Debug)]
+struct TrackState {
+    info: Option<TrackInfo>,
+    /// Groups in arrival order; `None` once expired.
+    groups: VecDeque<Option<Arc<Group>>>,
+    /// Arrival index of `groups[0]`.
+    base: u64,
+    /// Sequence to arrival index, for live groups only.
+    by_sequence: HashMap<u64, u64>,
+    /// Highest sequence seen and its arrival index.
+    latest: Option<(u64, u64)>,
+    newest_timestamp: u64,
+    bytes: usize,
+    live_groups: usize,
+    closed: Option<Result<(), StreamCode>>,
+    /// Exclusive final sequence once the track finished.
+    end: Option<u64>,
+    consumers: usize,
+    waiters: Waiters,
+    unused_waiters: Waiters,
+}
+
+#[derive(Debug)]
+pub(crate) struct TrackShared {
+    name: String,
+    limits: Limits,
+    state: Mutex<TrackState>,
+}
+
+impl TrackShared {
+    /// Account a frame just appended to one of this track's groups, then apply the cache policy.
+    pub(crate) fn on_frame(&self, size: usize, timestamp: u64) {
+        let mut state = self.state.lock();
+        state.bytes += size;
+        state.newest_timestamp = state.newest_timestamp.max(timestamp);
+        self.enforce_cache(&mut state);
+    }
+
+    fn enforce_cache(&self, state: &mut TrackState) {
+        loop {
+            while matches!(state.groups.front(), Some(None)) {
+                state.groups.pop_front();
+                state.base += 1;
+            }
+            let Some(Some(front)) = state.groups.front() else {
+                return;
+            };
+            let front = front.clone();
+            if state.latest.map(|(_, arrival)| arrival) == Some(state.base) {
+                return; // the latest group always stays
+            }
+            let over_budget = state.bytes > self.limits.track_cache_bytes
+                || state.live_groups > self.limits.max_cached_groups;
+            let aged = match (&state.info, Self::successor_start(state)) {
+                (Some(info), Some(start)) => {
+                    state.newest_timestamp.saturating_sub(start) > max_age_ticks(info)
+                }
+                _ => false,
+            };
+            if !(over_budget || aged) {
+                return;
+            }
+            let code = if aged {
+                StreamCode::Old
+            } else {
+                StreamCode::Evicted
+            };
+            state.bytes = state.bytes.saturating_sub(front.bytes());
+            state.by_sequence.remove(&front.sequence());
+            state.live_groups -= 1;
+            state.groups[0] = None;
+            front.expire(code);
+        }
+    }
+
+    fn successor_start(state: &TrackState) -> Option<u64> {
+        state
+            .groups
+            .iter()
+            .skip(1)
+            .flatten()
+            .next()
+            .and_then(|g| g.start_timestamp())
+    }
+
+    fn close(&self, result: Result<(), StreamCode>) {
+        let mut state = self.state.lock();
+        if state.closed.is_none() {
+            if result.is_ok() {
+                state.end = Some(state.latest.map(|(s, _)| s + 1).unwrap_or(0));
+            }
+            state.closed = Some(result);
+            state.waiters.wake_all();
+        }
+    }
+}
+
+/// Publishes a track: sets its info and writes groups.
+#[derive(Debug)]
+pub struct TrackProducer {
+    shared: Arc<TrackShared>,
+}
+
+impl TrackProducer {
+    pub fn new(name: impl Into<String>, info: Option<TrackInfo>, limits: Limits) -> Self {
+        TrackProducer {
+            shared: Arc::new(TrackShared {
+                name: name.into(),
+                limits,
+                state: Mutex::new(TrackState {
+                    info,
+                    groups: VecDeque::new(),
+                    base: 0,
+                    by_sequence: HashMap::new(),
+                    latest: None,
+                    newest_timestamp: 0,
+                    bytes: 0,
+                    live_groups: 0,
+                    closed: None,
+                    end: None,
+                    consumers: 0,
+                    waiters: Waiters::default(),
+                    unused_waiters: Waiters::default(),
+                }),
+            }),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    pub fn set_info(&self, info: TrackInfo) {
+        let mut state = self.shared.state.lock();
+        state.info = Some(info);
+        state.waiters.wake_all();
+    }
+
+    pub fn info(&self) -> Option<TrackInfo> {
+        self.shared.state.lock().info
+    }
+
+    /// Start group `sequence`. Refused for a sequence already cached or past the track's end.
+    pub fn create_group(&self, sequence: u64) -> Result<GroupProducer, ModelError> {
+        let group = Group::new(sequence);
+        {
+            let mut state = self.shared.state.lock();
+            if state.closed.is_some() {
+                return Err(ModelError::Ended);
+            }
+            if state.by_sequence.contains_key(&sequence) {
+                return Err(ModelError::DuplicateGroup(sequence));
+            }
+            let arrival = state.base + state.groups.len() as u64;
+            state.groups.push_back(Some(group.clone()));
+            state.by_sequence.insert(sequence, arrival);
+            state.live_groups += 1;
+            if state.latest.is_none_or(|(latest, _)| sequence > latest) {
+                state.latest = Some((sequence, arrival));
+            }
+            self.shared.enforce_cache(&mut state);
+            state.waiters.wake_all();
+        }
+        Ok(GroupProducer::new(
+            group,
+            self.shared.limits,
+            Some(self.shared.clone()),
+        ))
+    }
+
+    /// Start the group after the latest one (or group 0).
+    pub fn append_group(&self) -> Result<GroupProducer, ModelError> {
+        let next = self
+            .shared
+            .state
+            .lock()
+            .latest
+            .map(|(s, _)| s + 1)
+            .unwrap_or(0);
+        self.create_group(next)
+    }
+
+    pub fn latest_sequence(&self) -> Option<u64> {
+        self.shared.state.lock().latest.map(|(s, _)| s)
+    }
+
+    /// The track is complete: readers get every cached group, then the end.
+    pub fn finish(&self) {
+        self.shared.close(Ok(()));
+    }
+
+    /// The track failed: readers stop with `code`.
+    pub fn abort(&self, code: StreamCode) {
+        self.shared.close(Err(code));
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.shared.state.lock().closed.is_some()
+    }
+
+    /// A new reader.
+    pub fn consume(&self, start: StartAt) -> TrackConsumer {
+        TrackConsumer::new(self.shared.clone(), start)
+    }
+
+    /// Number of live readers.
+    pub fn consumers(&self) -> usize {
+        self.shared.state.lock().consumers
+    }
+
+    /// Ready when no reader is left.
+    pub fn poll_unused(&self, cx: &mut Context<'_>) -> Poll<()> {
+        let mut state = self.shared.state.lock();
+        if state.consumers == 0 {
+            Poll::Ready(())
+        } else {
+            state.unused_waiters.register(cx);
+            Poll::Pending
+        }
+    }
+
+    pub async fn unused(&self) {
+        poll_fn(|cx| self.poll_unused(cx)).await
+    }
+
+    /// Cached bytes (for metrics and tests).
+    pub fn cached_bytes(&self) -> usize {
+        self.shared.state.lock().bytes
+    }
+
+    pub(crate) fn same_track(&self, consumer: &TrackConsumer) -> bool {
+        Arc::ptr_eq(&self.shared, &consumer.shared)
+    }
+}
+
+impl Drop for TrackProducer {
+    fn drop(&mut self) {
+        self.shared.close(Err(StreamCode::Cancelled));
+    }
+}
+
+/// Reads a track: yields each cached or new group once, newest-first positioning at start.
+#[derive(Debug)]
+pub struct TrackConsumer {
+    shared: Arc<TrackShared>,
+    start: StartAt,
+    /// Arrival index of the next group to look at; `None` until positioned.
+    cursor: Option<u64>,
+    /// Lowest sequence this reader still delivers (the first group it delivered).
+    floor: u64,
+    delivered_any: bool,
+    /// Counted readers keep the track in use; a detached handle (kept by a broadcast's track
+    /// table) does not.
+    counted: bool,
+}
+
+impl Clone for TrackConsumer {
+    fn clone(&self) -> Self {
+        self.shared.state.lock().consumers += 1; // clones always count
+        TrackConsumer {
+            shared: self.shared.clone(),
+            start: self.start,
+            cursor: self.cursor,
+            floor: self.floor,
+            delivered_any: self.delivered_any,
+            counted: true,
+        }
+    }
+}
+
+impl TrackConsumer {
+    fn new(shared: Arc<TrackShared>, start: StartAt) -> Self {
+        shared.state.lock().consumers += 1;
+        TrackConsumer {
+            shared,
+            start,
+            cursor: None,
+            floor: start.floor.unwrap_or(0),
+            delivered_any: false,
+            counted: true,
+        }
+    }
+
+    /// This handle stops counting as a reader (the track can go unused while it exists).
+    pub(crate) fn detached(mut self) -> TrackConsumer {
+        if self.counted {
+            self.counted = false;
+            self.release();
+        }
+        self
+    }
+
+    fn release(&self) {
+        let mut state = self.shared.state.lock();
+        state.consumers -= 1;
+        if state.consumers == 0 {
+            state.unused_waiters.wake_all();
+        }
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.shared.state.lock().closed.is_some()
+    }
+
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// A fresh reader of the same track with its own start.
+    pub fn resubscribe(&self, start: StartAt) -> TrackConsumer {
+        TrackConsumer::new(self.shared.clone(), start)
+    }
+
+    /// The track's info once the publisher provided it.
+    pub fn poll_info(&self, cx: &mut Context<'_>) -> Poll<Result<TrackInfo, StreamCode>> {
+        let mut state = self.shared.state.lock();
+        if let Some(info) = state.info {
+            return Poll::Ready(Ok(info));
+        }
+        match state.closed {
+            Some(Err(code)) => Poll::Ready(Err(code)),
+            Some(Ok(())) => Poll::Ready(Err(StreamCode::NotFound)),
+            None => {
+                state.waiters.register(cx);
+                Poll::Pending
+            }
+        }
+    }
+
+    pub async fn info(&self) -> Result<TrackInfo, StreamCode> {
+        poll_fn(|cx| self.poll_info(cx)).await
+    }
+
+    /// Exclusive final sequence, once the track finished.
+    pub fn end(&self) -> Option<u64> {
+        self.shared.state.lock().end
+    }
+
+    fn position(start: StartAt, state: &TrackState) -> u64 {
+        let tail = state.base + state.groups.len() as u64;
+        let Some((latest_seq, latest_arrival)) = state.latest else {
+            return tail;
+        };
+        let floor = start.floor.unwrap_or(0);
+        if start.max_age_ms == 0 || state.info.is_none() {
+            if latest_seq >= floor {
+                return latest_arrival;
+            }
+            return tail;
+        }
+        let info = state.info.unwrap_or_default();
+        let reach = state
+            .newest_timestamp
+            .saturating_sub(StartAt::ticks(start.max_age_ms, info.timescale));
+        for (i, group) in state.groups.iter().enumerate() {
+            let Some(group) = group else { continue };
+            if group.sequence() < floor {
+                continue;
+            }
+            if group.start_timestamp().is_none_or(|ts| ts >= reach) {
+                return state.base + i as u64;
+            }
+        }
+        latest_arrival
+    }
+
+    /// The next group to deliver: `Ok(None)` when the track finished and every group was given.
+    pub fn poll_group(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Option<GroupConsumer>, StreamCode>> {
+        let mut state = self.shared.state.lock();
+        let mut cursor = match self.cursor {
+            Some(cursor) => cursor,
+            None => {
+                let cursor = Self::position(self.start, &state);
+                self.cursor = Some(cursor);
+                cursor
+            }
+        };
+        // A reader behind the cache skips to what is left.
+        cursor = cursor.max(state.base);
+        let tail = state.base + state.groups.len() as u64;
+        while cursor < tail {
+            let entry = state.groups[(cursor - state.base) as usize].clone();
+            cursor += 1;
+            if let Some(group) = entry {
+                if group.sequence() >= self.floor {
+                    if !self.delivered_any {
+                        // Stragglers below the first delivered group are never sent.
+                        self.floor = group.sequence();
+                        self.delivered_any = true;
+                    }
+                    self.cursor = Some(cursor);
+                    return Poll::Ready(Ok(Some(GroupConsumer::new(group, 0))));
+                }
+            }
+        }
+        self.cursor = Some(cursor);
+        match state.closed {
+            Some(Ok(())) => Poll::Ready(Ok(None)),
+            Some(Err(code)) => Poll::Ready(Err(code)),
+            None => {
+                state.waiters.register(cx);
+                Poll::Pending
+            }
+        }
+    }
+
+    pub async fn next_group(&mut self) -> Result<Option<GroupConsumer>, StreamCode> {
+        poll_fn(|cx| self.poll_group(cx)).await
+    }
+
+    /// A cached group by sequence, read from its first frame.
+    pub fn group(&self, sequence: u64) -> Option<GroupConsumer> {
+        let state = self.shared.state.lock();
+        let arrival = *state.by_sequence.get(&sequence)?;
+        let group = state.groups.get((arrival - state.base) as usize)?.clone()?;
+        Some(GroupConsumer::new(group, 0))
+    }
+
+    /// The latest cached group's sequence.
+    pub fn latest_sequence(&self) -> Option<u64> {
+        self.shared.state.lock().latest.map(|(s, _)| s)
+    }
+
+    /// Resolves when the track closed; the result says how.
+    pub fn poll_closed(&self, cx: &mut Context<'_>) -> Poll<Result<(), StreamCode>> {
+        let mut state = self.shared.state.lock();
+        match state.closed {
+            Some(result) => Poll::Ready(result),
+            None => {
+                state.waiters.register(cx);
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl StartAt {
+    fn ticks(ms: u64, timescale: u64) -> u64 {
+        (ms as u128 * timescale as u128 / 1000).min(u64::MAX as u128) as u64
+    }
+}
+
+impl Drop for TrackConsumer {
+    fn drop(&mut self) {
+        if self.counted {
+            self.release();
+        }
+    }
+}

@@ -1,0 +1,26 @@
+//! Starling's network I/O drivers: raw QUIC and WebTransport sessions, TLS material, and the HTTP side.
+//!
+//! This crate moves bytes and nothing else: no moq-lite framing lives here. A session
+//! is exposed as [`QuicTransport`], which implements [`starling_transport::Transport`];
+//! the stream codes passed to `reset`/`stop` and the session codes passed to `close` are
+//! moq-lite codes, mapped onto the wire as spec §7.3 prescribes for each binding.
+
+pub mod alpn;
+pub mod client;
+mod codes;
+pub mod http;
+pub mod quic;
+pub mod server;
+mod stream;
+pub mod tls;
+mod transport;
+mod verify;
+
+pub use alpn::{Binding, DEFAULT_ALPNS, H3, MOQ_LITE_05, MOQ_LITE_06};
+pub use client::{setup_path, Client, ClientConfig, ClientError, Connected, TlsVerify};
+pub use http::{certificate_router, serve_http};
+pub use quic::QuicConfig;
+pub use server::{Accepted, Server, ServerConfig, ServerError};
+pub use stream::{QuicRecvStream, QuicSendStream};
+pub use tls::{TlsCertificate, TlsError};
+pub use transport::QuicTransport;

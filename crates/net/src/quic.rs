@@ -1,0 +1,97 @@
+//! QUIC transport knobs (timeouts, stream limits, windows, datagrams) and UDP socket binding.
+
+use std::net::{Ipv6Addr, SocketAddr, SocketAddrV6};
+use std::sync::Arc;
+use std::time::Duration;
+
+use quinn::VarInt;
+
+/// QUIC transport settings shared by the server and the client. Defaults follow
+/// moq-tokio: 10 s idle timeout, 3 s keep-alive, 10 000 concurrent streams each way,
+/// a 64 MiB connection receive window, datagrams enabled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuicConfig {
+    /// Close the connection after this long without any packet from the peer.
+    pub idle_timeout: Duration,
+    /// Send a PING after this long without sending; `None` disables keep-alives.
+    pub keep_alive: Option<Duration>,
+    /// Concurrent bidirectional streams the peer may open.
+    pub max_bidi_streams: u64,
+    /// Concurrent unidirectional streams the peer may open.
+    pub max_uni_streams: u64,
+    /// Connection-wide receive window, in bytes.
+    pub receive_window: u64,
+    /// Per-stream receive window, in bytes.
+    pub stream_receive_window: u64,
+    /// Bytes we may have in flight unacknowledged across all streams.
+    pub send_window: u64,
+    /// Buffer for incoming datagrams; `None` disables receiving datagrams.
+    pub datagram_receive_buffer: Option<usize>,
+    /// Buffer for outgoing datagrams.
+    pub datagram_send_buffer: usize,
+}
+
+impl Default for QuicConfig {
+    fn default() -> Self {
+        Self {
+            idle_timeout: Duration::from_secs(10),
+            keep_alive: Some(Duration::from_secs(3)),
+            max_bidi_streams: 10_000,
+            max_uni_streams: 10_000,
+            receive_window: 64 << 20,
+            stream_receive_window: 8 << 20,
+            send_window: 64 << 20,
+            datagram_receive_buffer: Some(1 << 20),
+            datagram_send_buffer: 1 << 20,
+        }
+    }
+}
+
+fn varint(value: u64) -> VarInt {
+    VarInt::from_u64(value).unwrap_or(VarInt::MAX)
+}
+
+impl QuicConfig {
+    /// The equivalent quinn transport config.
+    pub fn transport_config(&self) -> Arc<quinn::TransportConfig> {
+        let mut t = quinn::TransportConfig::default();
+        // An out-of-range idle timeout means "as long as QUIC allows" rather than an error.
+        let idle = quinn::IdleTimeout::try_from(self.idle_timeout)
+            .unwrap_or_else(|_| quinn::IdleTimeout::from(VarInt::MAX));
+        t.max_idle_timeout(Some(idle));
+        t.keep_alive_interval(self.keep_alive);
+        t.max_concurrent_bidi_streams(varint(self.max_bidi_streams));
+        t.max_concurrent_uni_streams(varint(self.max_uni_streams));
+        t.receive_window(varint(self.receive_window));
+        t.stream_receive_window(varint(self.stream_receive_window));
+        t.send_window(self.send_window);
+        t.datagram_receive_buffer_size(self.datagram_receive_buffer);
+        t.datagram_send_buffer_size(self.datagram_send_buffer);
+        Arc::new(t)
+    }
+}
+
+/// Bind a UDP socket; an IPv6 wildcard address is made dual-stack explicitly so IPv4
+/// peers reach it too, whatever the system's `bindv6only` default.
+pub(crate) fn bind_udp(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let domain = if addr.is_ipv6() {
+        Domain::IPV6
+    } else {
+        Domain::IPV4
+    };
+    let socket = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP))?;
+    if let SocketAddr::V6(v6) = addr {
+        if v6.ip().is_unspecified() {
+            socket.set_only_v6(false)?;
+        }
+    }
+    socket.bind(&addr.into())?;
+    Ok(socket.into())
+}
+
+/// A client-side socket: dual-stack `[::]:0` when IPv6 is available, else `0.0.0.0:0`.
+pub(crate) fn bind_client_udp() -> std::io::Result<std::net::UdpSocket> {
+    let v6 = SocketAddr::V6(SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, 0, 0, 0));
+    bind_udp(v6).or_else(|_| bind_udp(SocketAddr::from(([0, 0, 0, 0], 0))))
+}

@@ -1,0 +1,196 @@
+//! The announce stream (bidi 0x1): ANNOUNCE_REQUEST, ANNOUNCE_OK, lite-05 ANNOUNCE and lite-06
+//! typed announcements (spec moq-lite.md §4.2–§4.4; moq-lite-05-and-older.md §4.2).
+
+use crate::coding::{self, DecodeError, EncodeError};
+use crate::cost::RouteCost;
+use crate::framing::{Message, TypedMessage};
+use crate::hops::Hops;
+use crate::path::Path;
+use crate::version::Version;
+
+/// ANNOUNCE_REQUEST, the subscriber's first message: `Prefix Path(s) [, Exclude Hop(i)]`.
+///
+/// `exclude_hop` is on the wire on 04/05 only; on 06 the exclusion comes from SETUP Hop,
+/// the field is not written and decodes as 0.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AnnounceRequest {
+    pub prefix: Path,
+    pub exclude_hop: u64,
+}
+
+impl Message for AnnounceRequest {
+    fn encode_body(&self, w: &mut Vec<u8>, version: Version) -> Result<(), EncodeError> {
+        if version.has_hidden() {
+            return Err(EncodeError::Unsupported);
+        }
+        self.prefix.encode(w)?;
+        if version.has_exclude_hop() {
+            coding::write_varint(w, self.exclude_hop)?;
+        }
+        Ok(())
+    }
+
+    fn decode_body(r: &mut &[u8], version: Version) -> Result<Self, DecodeError> {
+        if version.has_hidden() {
+            return Err(DecodeError::Unsupported);
+        }
+        let prefix = Path::decode(r)?;
+        let exclude_hop = if version.has_exclude_hop() { coding::read_varint(r)? } else { 0 };
+        Ok(AnnounceRequest { prefix, exclude_hop })
+    }
+}
+
+/// ANNOUNCE_OK (05+), the publisher's first message: `Hop ID(i), Active Count(i)`.
+///
+/// `hop` is the responder's hop (0 allowed); exactly `active_count` announcements follow
+/// in the same write.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AnnounceOk {
+    pub hop: u64,
+    pub active_count: u64,
+}
+
+impl Message for AnnounceOk {
+    fn encode_body(&self, w: &mut Vec<u8>, version: Version) -> Result<(), EncodeError> {
+        if !version.has_announce_ok() {
+            return Err(EncodeError::Unsupported);
+        }
+        coding::write_varint(w, self.hop)?;
+        coding::write_varint(w, self.active_count)
+    }
+
+    fn decode_body(r: &mut &[u8], version: Version) -> Result<Self, DecodeError> {
+        if !version.has_announce_ok() {
+            return Err(DecodeError::Unsupported);
+        }
+        Ok(AnnounceOk { hop: coding::read_varint(r)?, active_count: coding::read_varint(r)? })
+    }
+}
+
+/// The status byte of a lite-05 ANNOUNCE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum AnnounceStatus {
+    /// 0: the broadcast ended (Rust sends 0 hops; receivers match on the path).
+    Ended = 0,
+    /// 1: the broadcast is active; a second Active for a live path is a restart.
+    Active = 1,
+    /// 2: explicit restart (05 only; accepted, treated as Active, never sent by Rust).
+    Restart = 2,
+}
+
+/// lite-05 ANNOUNCE: `Status(8), Suffix Path(s), Hops`. Untyped, length-prefixed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Announce {
+    pub status: AnnounceStatus,
+    pub suffix: Path,
+    pub hops: Hops,
+}
+
+fn legacy_announce(version: Version) -> bool {
+    // 04 has the same bytes as 05 (hops then include the sender); 03 sends a bare count.
+    matches!(version, Version::Lite04 | Version::Lite05)
+}
+
+impl Message for Announce {
+    fn encode_body(&self, w: &mut Vec<u8>, version: Version) -> Result<(), EncodeError> {
+        if !legacy_announce(version) {
+            return Err(EncodeError::Unsupported);
+        }
+        if self.status == AnnounceStatus::Restart && !version.restart_supported() {
+            return Err(EncodeError::InvalidValue("announce status"));
+        }
+        coding::write_u8(w, self.status as u8);
+        self.suffix.encode(w)?;
+        self.hops.encode(w)
+    }
+
+    fn decode_body(r: &mut &[u8], version: Version) -> Result<Self, DecodeError> {
+        if !legacy_announce(version) {
+            return Err(DecodeError::Unsupported);
+        }
+        let status = match coding::read_u8(r)? {
+            0 => AnnounceStatus::Ended,
+            1 => AnnounceStatus::Active,
+            2 if version.restart_supported() => AnnounceStatus::Restart,
+            _ => return Err(DecodeError::InvalidValue("announce status")),
+        };
+        let suffix = Path::decode(r)?;
+        let hops = Hops::decode(r)?;
+        Ok(Announce { status, suffix, hops })
+    }
+}
+
+/// Type of ANNOUNCE_START.
+pub const ANNOUNCE_START: u64 = 0x0;
+/// Type of ANNOUNCE_END.
+pub const ANNOUNCE_END: u64 = 0x1;
+/// Type of ANNOUNCE_UPDATE.
+pub const ANNOUNCE_UPDATE: u64 = 0x2;
+
+/// A lite-06 typed announcement, `Type(i) | Len(i) | body`, with implicit ids: the k-th
+/// `Start` on a stream is id k (from 0); `End` retires an id, `Update` keeps it live.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Announcement {
+    /// 0x0: `Suffix Path(s), Hops, Warm(i), Cold(i)`; assigns the next id.
+    Start { suffix: Path, hops: Hops, cost: RouteCost },
+    /// 0x1: `Announce ID(i)`.
+    End { id: u64 },
+    /// 0x2: `Announce ID(i), Hops, Warm(i), Cold(i)`; replaces chain and cost in place.
+    Update { id: u64, hops: Hops, cost: RouteCost },
+    /// Any other type: its body was skipped by length; assigns no id. Encodes with an
+    /// empty body (so it round-trips), and only for a `kind` outside 0..=2.
+    Unknown { kind: u64 },
+}
+
+impl TypedMessage for Announcement {
+    fn check_type(_kind: u64, version: Version) -> Result<(), DecodeError> {
+        if !version.has_announce_id() || version.has_announce_compression() {
+            return Err(DecodeError::Unsupported);
+        }
+        Ok(())
+    }
+
+    fn encode_typed_body(&self, w: &mut Vec<u8>, version: Version) -> Result<u64, EncodeError> {
+        if !version.has_announce_id() || version.has_announce_compression() {
+            return Err(EncodeError::Unsupported);
+        }
+        Ok(match self {
+            Self::Start { suffix, hops, cost } => {
+                suffix.encode(w)?;
+                hops.encode(w)?;
+                cost.encode(w)?;
+                ANNOUNCE_START
+            }
+            Self::End { id } => {
+                coding::write_varint(w, *id)?;
+                ANNOUNCE_END
+            }
+            Self::Update { id, hops, cost } => {
+                coding::write_varint(w, *id)?;
+                hops.encode(w)?;
+                cost.encode(w)?;
+                ANNOUNCE_UPDATE
+            }
+            Self::Unknown { kind } => {
+                if *kind <= ANNOUNCE_UPDATE {
+                    return Err(EncodeError::InvalidValue("unknown announcement uses a known type"));
+                }
+                *kind
+            }
+        })
+    }
+
+    fn decode_typed_body(kind: u64, r: &mut &[u8], version: Version) -> Result<Self, DecodeError> {
+        Self::check_type(kind, version)?;
+        Ok(match kind {
+            ANNOUNCE_START => Self::Start { suffix: Path::decode(r)?, hops: Hops::decode(r)?, cost: RouteCost::decode(r)? },
+            ANNOUNCE_END => Self::End { id: coding::read_varint(r)? },
+            ANNOUNCE_UPDATE => Self::Update { id: coding::read_varint(r)?, hops: Hops::decode(r)?, cost: RouteCost::decode(r)? },
+            kind => {
+                *r = &[];
+                Self::Unknown { kind }
+            }
+        })
+    }
+}

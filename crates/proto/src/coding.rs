@@ -1,0 +1,225 @@
+//! Codec errors and the primitive field codecs `(i)`, `(8)`, `(s)`, `(b)`, `OptGroup(i)`
+//! (spec moq-lite.md §2).
+//!
+//! Readers work on a `&mut &[u8]` holding one complete message body, so running out of
+//! bytes there is [`DecodeError::Truncated`]. Writers append to a `Vec<u8>`.
+
+use crate::error::{SessionCode, StreamCode};
+use crate::varint;
+
+/// Why bytes from the wire were refused.
+///
+/// Every variant except [`DecodeError::Unsupported`] is the **peer's** fault: it sent
+/// bytes that are not a valid message of the negotiated version. `Unsupported` is ours:
+/// the negotiated version's layout is not implemented by this crate.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// A length prefix (or a FRAME payload length) over the limit; reported as soon as
+    /// the prefix is read, before any body byte is buffered.
+    #[error("message length {len} exceeds the {max}-byte limit")]
+    TooLarge { len: u64, max: u64 },
+    /// The body held bytes after its last field.
+    #[error("trailing bytes after the message body")]
+    Long,
+    /// The body (or a one-shot input) ended inside a field.
+    #[error("message ends inside a field")]
+    Truncated,
+    /// A string field was not UTF-8.
+    #[error("invalid UTF-8 in a string field")]
+    InvalidUtf8,
+    /// A count or length bound was exceeded; names the bound.
+    #[error("bounds exceeded: {0}")]
+    BoundsExceeded(&'static str),
+    /// A field held a value its type forbids; names the field.
+    #[error("invalid value: {0}")]
+    InvalidValue(&'static str),
+    /// A SETUP parameter id appeared twice.
+    #[error("duplicate parameter id {0:#x}")]
+    DuplicateParameter(u64),
+    /// More than 64 SETUP parameters.
+    #[error("too many parameters")]
+    TooManyParameters,
+    /// An unknown stream type or message type where unknown types are not skipped.
+    #[error("unknown type {0:#x}")]
+    UnknownType(u64),
+    /// A frame bound without the group bound it qualifies, or a FETCH range that ends
+    /// before it starts.
+    #[error("invalid subscribe location")]
+    InvalidSubscribeLocation,
+    /// A FRAME payload length over the frame limit.
+    #[error("frame of {size} bytes exceeds the {max}-byte limit")]
+    FrameTooLarge { size: u64, max: u64 },
+    /// The negotiated version's layout for this message is not implemented (our side).
+    #[error("message layout not supported on this version")]
+    Unsupported,
+}
+
+impl DecodeError {
+    /// The code to reset / stop the offending stream with (spec §7.1, §9): MALFORMED_TRACK
+    /// (0x12) for malformed bytes, FRAME_TOO_LARGE (0x38) for an oversized frame, and
+    /// INTERNAL (0x0) for our own `Unsupported`.
+    ///
+    /// Note that moq-net answers a *request* (SUBSCRIBE, TRACK, FETCH) that fails to decode
+    /// by dropping the stream, which resets it with CANCELLED (0x1); the session layer
+    /// applies that per-stream policy.
+    pub const fn stream_code(&self) -> StreamCode {
+        match self {
+            Self::FrameTooLarge { .. } => StreamCode::FrameTooLarge,
+            Self::Unsupported => StreamCode::Internal,
+            _ => StreamCode::MalformedTrack,
+        }
+    }
+
+    /// The code to close the session with when this error is session-fatal (SETUP,
+    /// announce streams as subscriber): PROTOCOL_VIOLATION (0x3), as moq-net does for every
+    /// decode error including too many SETUP parameters; INTERNAL (0x1) for `Unsupported`.
+    pub const fn session_code(&self) -> SessionCode {
+        match self {
+            Self::Unsupported => SessionCode::Internal,
+            _ => SessionCode::ProtocolViolation,
+        }
+    }
+}
+
+/// Why a value could not be encoded. Always the **caller's** fault: the encoder refuses
+/// anything its own decoder would refuse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EncodeError {
+    /// The body is larger than the message limit.
+    #[error("message body of {len} bytes exceeds the {max}-byte limit")]
+    TooLarge { len: u64, max: u64 },
+    /// An integer field is ≥ 2^62 (or an `n+1` field would be).
+    #[error("value {0} does not fit a varint")]
+    VarintTooLarge(u64),
+    /// A count or length bound was exceeded; names the bound.
+    #[error("bounds exceeded: {0}")]
+    BoundsExceeded(&'static str),
+    /// A field holds a value its type forbids; names the field.
+    #[error("invalid value: {0}")]
+    InvalidValue(&'static str),
+    /// A SETUP parameter id appears twice.
+    #[error("duplicate parameter id {0:#x}")]
+    DuplicateParameter(u64),
+    /// More than 64 SETUP parameters.
+    #[error("too many parameters")]
+    TooManyParameters,
+    /// A frame bound without its group bound, or a FETCH range that ends before it starts.
+    #[error("invalid subscribe location")]
+    InvalidSubscribeLocation,
+    /// Frame bounds requested on a version without them (before lite-06); the peer would
+    /// silently serve whole groups.
+    #[error("frame bounds need lite-06 or later")]
+    FrameBoundsUnsupported,
+    /// The message does not exist on this version, or its layout is not implemented.
+    #[error("message not supported on this version")]
+    Unsupported,
+}
+
+impl From<varint::VarintTooLarge> for EncodeError {
+    fn from(e: varint::VarintTooLarge) -> Self {
+        Self::VarintTooLarge(e.0)
+    }
+}
+
+// ---- readers -------------------------------------------------------------------------
+
+/// `(i)`
+pub fn read_varint(r: &mut &[u8]) -> Result<u64, DecodeError> {
+    varint::decode(r)
+}
+
+/// `(8)`
+pub fn read_u8(r: &mut &[u8]) -> Result<u8, DecodeError> {
+    let (&b, rest) = r.split_first().ok_or(DecodeError::Truncated)?;
+    *r = rest;
+    Ok(b)
+}
+
+/// `(b)`: a varint length then that many bytes, borrowed from the body.
+pub fn read_bytes<'a>(r: &mut &'a [u8]) -> Result<&'a [u8], DecodeError> {
+    let len = read_varint(r)?;
+    if len > r.len() as u64 {
+        return Err(DecodeError::Truncated);
+    }
+    let (head, rest) = r.split_at(len as usize);
+    *r = rest;
+    Ok(head)
+}
+
+/// `(s)`: a `(b)` holding UTF-8.
+pub fn read_str<'a>(r: &mut &'a [u8]) -> Result<&'a str, DecodeError> {
+    std::str::from_utf8(read_bytes(r)?).map_err(|_| DecodeError::InvalidUtf8)
+}
+
+/// `OptGroup(i)`: 0 is `None`, `n+1` is `Some(n)`.
+pub fn read_opt(r: &mut &[u8]) -> Result<Option<u64>, DecodeError> {
+    Ok(read_varint(r)?.checked_sub(1))
+}
+
+/// Require that a body was consumed exactly.
+pub fn finish(r: &[u8]) -> Result<(), DecodeError> {
+    if r.is_empty() {
+        Ok(())
+    } else {
+        Err(DecodeError::Long)
+    }
+}
+
+// ---- writers -------------------------------------------------------------------------
+
+/// `(i)`
+pub fn write_varint(w: &mut Vec<u8>, v: u64) -> Result<(), EncodeError> {
+    Ok(varint::encode(v, w)?)
+}
+
+/// `(8)`
+pub fn write_u8(w: &mut Vec<u8>, v: u8) {
+    w.push(v);
+}
+
+/// `(b)`
+pub fn write_bytes(w: &mut Vec<u8>, v: &[u8]) -> Result<(), EncodeError> {
+    write_varint(w, v.len() as u64)?;
+    w.extend_from_slice(v);
+    Ok(())
+}
+
+/// `(s)`
+pub fn write_str(w: &mut Vec<u8>, v: &str) -> Result<(), EncodeError> {
+    write_bytes(w, v.as_bytes())
+}
+
+/// `OptGroup(i)`: `None` is 0, `Some(n)` is `n+1` (so `n` must be below 2^62 - 1).
+pub fn write_opt(w: &mut Vec<u8>, v: Option<u64>) -> Result<(), EncodeError> {
+    match v {
+        None => write_varint(w, 0),
+        Some(n) => write_varint(w, n.checked_add(1).ok_or(EncodeError::VarintTooLarge(n))?),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn primitives() {
+        let mut w = Vec::new();
+        write_str(&mut w, "héllo").unwrap();
+        write_opt(&mut w, None).unwrap();
+        write_opt(&mut w, Some(7)).unwrap();
+        write_u8(&mut w, 0xff);
+        let mut r = &w[..];
+        assert_eq!(read_str(&mut r).unwrap(), "héllo");
+        assert_eq!(read_opt(&mut r).unwrap(), None);
+        assert_eq!(read_opt(&mut r).unwrap(), Some(7));
+        assert_eq!(read_u8(&mut r).unwrap(), 0xff);
+        finish(r).unwrap();
+        assert_eq!(read_u8(&mut r), Err(DecodeError::Truncated));
+        assert!(write_opt(&mut w, Some(varint::MAX)).is_err());
+        assert_eq!(read_str(&mut &[2, 0xff, 0xfe][..]), Err(DecodeError::InvalidUtf8));
+        assert_eq!(read_bytes(&mut &[5, 1][..]), Err(DecodeError::Truncated));
+        assert_eq!(finish(&[0]), Err(DecodeError::Long));
+    }
+}

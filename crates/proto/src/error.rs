@@ -1,0 +1,233 @@
+//! Session-close and stream-reset code registries and the WebTransport code mapping
+//! (spec moq-lite.md §7.1 and §7.3).
+//!
+//! The two registries are disjoint: a code is read according to *what* failed (the
+//! connection, or one stream). Session codes always travel raw; stream codes travel
+//! through [`wt_encode`] on raw QUIC and WebTransport, and raw on QMux.
+
+use std::fmt;
+
+/// A session (connection) close code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SessionCode {
+    /// 0x0: clean close.
+    NoError,
+    /// 0x1: transport failure, unclassified local error.
+    Internal,
+    /// 0x2: auth refusal, expired grant.
+    Unauthorized,
+    /// 0x3: decode errors, bad SETUP, bad announce id, unexpected stream.
+    ProtocolViolation,
+    /// 0x6: malformed key-value parameters.
+    KeyValueFormatting,
+    /// 0x10: drain deadline passed after GOAWAY.
+    GoawayTimeout,
+    /// 0x11: a control message never arrived (e.g. no SETUP).
+    ControlTimeout,
+    /// 0x15: no common version.
+    VersionNegotiationFailed,
+    /// 64 + n: application code (e.g. the relay's HTTP status, 502 → 566).
+    App(u16),
+    /// Anything unregistered (including the reserved 32–47).
+    Unknown(u32),
+}
+
+impl SessionCode {
+    /// The wire value.
+    pub const fn to_code(self) -> u32 {
+        match self {
+            Self::NoError => 0x0,
+            Self::Internal => 0x1,
+            Self::Unauthorized => 0x2,
+            Self::ProtocolViolation => 0x3,
+            Self::KeyValueFormatting => 0x6,
+            Self::GoawayTimeout => 0x10,
+            Self::ControlTimeout => 0x11,
+            Self::VersionNegotiationFailed => 0x15,
+            Self::App(n) => n as u32 + 64,
+            Self::Unknown(code) => code,
+        }
+    }
+
+    /// Classify a wire value; total, `from_code(c).to_code() == c` for every `c`.
+    pub const fn from_code(code: u32) -> Self {
+        match code {
+            0x0 => Self::NoError,
+            0x1 => Self::Internal,
+            0x2 => Self::Unauthorized,
+            0x3 => Self::ProtocolViolation,
+            0x6 => Self::KeyValueFormatting,
+            0x10 => Self::GoawayTimeout,
+            0x11 => Self::ControlTimeout,
+            0x15 => Self::VersionNegotiationFailed,
+            64..=0x1_003f => Self::App((code - 64) as u16),
+            code => Self::Unknown(code),
+        }
+    }
+}
+
+/// A stream RESET_STREAM / STOP_SENDING code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StreamCode {
+    /// 0x0: internal error; also what a disallowed uni stream is stopped with.
+    Internal,
+    /// 0x1: routine cancel.
+    Cancelled,
+    /// 0x2
+    DeliveryTimeout,
+    /// 0x3: the session is closing; its reason travels on the close.
+    SessionClosed,
+    /// 0x4
+    GoingAway,
+    /// 0x5: reader lagged; FETCH cannot start at the requested frame.
+    TooFarBehind,
+    /// 0x12: our decode error on a stream.
+    MalformedTrack,
+    /// 0x31: a request was never answered.
+    ControlTimeout,
+    /// 0x32: more than 32 MiB or 8192 frames in a group.
+    GroupTooLarge,
+    /// 0x33
+    NotFound,
+    /// 0x34: group expired from the cache.
+    Old,
+    /// 0x35: dropped under memory pressure.
+    Evicted,
+    /// 0x36: no route to the broadcast.
+    Unroutable,
+    /// 0x37: FIN inside a frame.
+    WrongSize,
+    /// 0x38: a frame over 32 MiB.
+    FrameTooLarge,
+    /// 0x39
+    TimestampMismatch,
+    /// 64 + n: application code.
+    App(u16),
+    /// Anything unregistered (0x20–0x2f, 0x30 reserved for NO_CAPACITY, …).
+    Unknown(u32),
+}
+
+impl StreamCode {
+    /// The wire value (before any WebTransport mapping).
+    pub const fn to_code(self) -> u32 {
+        match self {
+            Self::Internal => 0x0,
+            Self::Cancelled => 0x1,
+            Self::DeliveryTimeout => 0x2,
+            Self::SessionClosed => 0x3,
+            Self::GoingAway => 0x4,
+            Self::TooFarBehind => 0x5,
+            Self::MalformedTrack => 0x12,
+            Self::ControlTimeout => 0x31,
+            Self::GroupTooLarge => 0x32,
+            Self::NotFound => 0x33,
+            Self::Old => 0x34,
+            Self::Evicted => 0x35,
+            Self::Unroutable => 0x36,
+            Self::WrongSize => 0x37,
+            Self::FrameTooLarge => 0x38,
+            Self::TimestampMismatch => 0x39,
+            Self::App(n) => n as u32 + 64,
+            Self::Unknown(code) => code,
+        }
+    }
+
+    /// Classify a wire value; total, `from_code(c).to_code() == c` for every `c`.
+    pub const fn from_code(code: u32) -> Self {
+        match code {
+            0x0 => Self::Internal,
+            0x1 => Self::Cancelled,
+            0x2 => Self::DeliveryTimeout,
+            0x3 => Self::SessionClosed,
+            0x4 => Self::GoingAway,
+            0x5 => Self::TooFarBehind,
+            0x12 => Self::MalformedTrack,
+            0x31 => Self::ControlTimeout,
+            0x32 => Self::GroupTooLarge,
+            0x33 => Self::NotFound,
+            0x34 => Self::Old,
+            0x35 => Self::Evicted,
+            0x36 => Self::Unroutable,
+            0x37 => Self::WrongSize,
+            0x38 => Self::FrameTooLarge,
+            0x39 => Self::TimestampMismatch,
+            64..=0x1_003f => Self::App((code - 64) as u16),
+            code => Self::Unknown(code),
+        }
+    }
+}
+
+impl fmt::Display for SessionCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?} ({:#x})", self, self.to_code())
+    }
+}
+
+impl fmt::Display for StreamCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?} ({:#x})", self, self.to_code())
+    }
+}
+
+/// First HTTP/3 error code of the WebTransport application range.
+pub const WT_FIRST: u64 = 0x52e4_a40f_a8db;
+/// Last HTTP/3 error code of the WebTransport application range (the image of `u32::MAX`).
+pub const WT_LAST: u64 = 0x52e5_ac98_3162;
+
+/// Map a stream code into the WebTransport/HTTP-3 space:
+/// `0x52e4a40fa8db + c + ⌊c / 0x1e⌋` (skipping the reserved GREASE code points).
+pub const fn wt_encode(code: u32) -> u64 {
+    let c = code as u64;
+    WT_FIRST + c + c / 0x1e
+}
+
+/// Inverse of [`wt_encode`]. `None` outside `[WT_FIRST, WT_LAST]` or on a reserved
+/// (GREASE) code point, which has no stream-code pre-image.
+pub const fn wt_decode(wire: u64) -> Option<u32> {
+    if wire < WT_FIRST || wire > WT_LAST {
+        return None;
+    }
+    let d = wire - WT_FIRST;
+    if d % 0x1f == 0x1e {
+        return None;
+    }
+    Some((d - d / 0x1f) as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registries_round_trip() {
+        for c in (0..0x200u32).chain([0xffff + 64, 0xffff + 65, u32::MAX]) {
+            assert_eq!(SessionCode::from_code(c).to_code(), c);
+            assert_eq!(StreamCode::from_code(c).to_code(), c);
+        }
+        for c in 0x20..0x30 {
+            assert_eq!(StreamCode::from_code(c), StreamCode::Unknown(c));
+            assert_eq!(SessionCode::from_code(c), SessionCode::Unknown(c));
+        }
+        assert_eq!(SessionCode::from_code(566), SessionCode::App(502));
+        assert_eq!(StreamCode::from_code(0x30), StreamCode::Unknown(0x30));
+        assert_eq!(StreamCode::Cancelled.to_code(), 1);
+        assert_eq!(SessionCode::ProtocolViolation.to_code(), 3);
+    }
+
+    #[test]
+    fn wt_mapping() {
+        assert_eq!(wt_encode(0), 0x52e4a40fa8db);
+        assert_eq!(wt_encode(1), 0x52e4a40fa8dc);
+        for (c, tail) in [(0x5, 0xa8e0), (0x12, 0xa8ed), (0x33, 0xa90f), (0x34, 0xa910), (0x35, 0xa911), (0x36, 0xa912), (0x37, 0xa913), (0x38, 0xa914)] {
+            assert_eq!(wt_encode(c) & 0xffff, tail, "code {c:#x}");
+        }
+        assert_eq!(wt_encode(u32::MAX), WT_LAST);
+        for c in (0..100_000u32).chain([u32::MAX - 1, u32::MAX]) {
+            assert_eq!(wt_decode(wt_encode(c)), Some(c));
+        }
+        assert_eq!(wt_decode(WT_FIRST - 1), None);
+        assert_eq!(wt_decode(WT_LAST + 1), None);
+        assert_eq!(wt_decode(WT_FIRST + 0x1e), None); // GREASE
+        assert_eq!(wt_decode(0), None);
+    }
+}

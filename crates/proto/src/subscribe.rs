@@ -1,0 +1,230 @@
+//! The subscribe stream (bidi 0x2): SUBSCRIBE, SUBSCRIBE_UPDATE and the typed responses
+//! SUBSCRIBE_START / END / DROP (spec moq-lite.md §4.6, §4.7; moq-lite-05-and-older.md §4.4).
+//!
+//! Start and end are held version-neutrally and translated per version:
+//!
+//! | field | meaning | lite-05 wire | lite-06 wire |
+//! |---|---|---|---|
+//! | `group_start: None` | no floor (06) / latest group (05) | `0` | `0` |
+//! | `group_start: Some(n)` | floor / first group `n` | `n+1` | `n` (raw) |
+//! | `group_end` | inclusive last group, `None` = open | `OptGroup` | `OptGroup` |
+//! | `frame_start` | first frame in the start group, 0 = whole group | refused if ≠ 0 | raw |
+//! | `frame_end` | inclusive last frame in the end group, `None` = whole | refused if set | `OptGroup` |
+//!
+//! On 06, `Some(0)` with `frame_start == 0` puts the same bytes on the wire as `None` and
+//! decodes as `None` (moq-net's canonical form); group 0 is named only when a non-zero
+//! `frame_start` qualifies it. A frame bound without the group bound it qualifies is
+//! `InvalidSubscribeLocation` on both sides.
+
+use crate::coding::{self, DecodeError, EncodeError};
+use crate::framing::{Message, TypedMessage};
+use crate::path::Path;
+use crate::version::Version;
+
+/// SUBSCRIBE: `Subscribe ID(i), Broadcast Path(s), Track Name(s), Priority(8),
+/// [Ordered(8)=0 on 05], Max Age(i), Group Start, Group End, [Frame Start, Frame End on 06]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Subscribe {
+    pub id: u64,
+    pub broadcast: Path,
+    pub track: String,
+    /// Subscriber priority; higher is more urgent.
+    pub priority: u8,
+    /// Max Age in ms (called max latency on 05). On 06, 0 = the live edge.
+    pub max_age_ms: u64,
+    pub group_start: Option<u64>,
+    pub group_end: Option<u64>,
+    pub frame_start: u64,
+    pub frame_end: Option<u64>,
+}
+
+/// SUBSCRIBE_UPDATE: the same tail as SUBSCRIBE, replacing priority, max age and bounds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SubscribeUpdate {
+    pub priority: u8,
+    pub max_age_ms: u64,
+    pub group_start: Option<u64>,
+    pub group_end: Option<u64>,
+    pub frame_start: u64,
+    pub frame_end: Option<u64>,
+}
+
+/// The shared tail `Priority(8), [Ordered(8)], Max Age(i), bounds…`.
+struct Tail {
+    priority: u8,
+    max_age_ms: u64,
+    group_start: Option<u64>,
+    group_end: Option<u64>,
+    frame_start: u64,
+    frame_end: Option<u64>,
+}
+
+impl Tail {
+    fn encode(&self, w: &mut Vec<u8>, version: Version) -> Result<(), EncodeError> {
+        if (self.frame_end.is_some() && self.group_end.is_none()) || (self.frame_start != 0 && self.group_start.is_none()) {
+            return Err(EncodeError::InvalidSubscribeLocation);
+        }
+        if !version.has_frame_bounds() && (self.frame_start != 0 || self.frame_end.is_some()) {
+            return Err(EncodeError::FrameBoundsUnsupported);
+        }
+        coding::write_u8(w, self.priority);
+        if version.has_group_order() {
+            coding::write_u8(w, 0);
+        }
+        coding::write_varint(w, self.max_age_ms)?;
+        if version.resolves_start() {
+            coding::write_varint(w, self.group_start.unwrap_or(0))?;
+        } else {
+            coding::write_opt(w, self.group_start)?;
+        }
+        coding::write_opt(w, self.group_end)?;
+        if version.has_frame_bounds() {
+            coding::write_varint(w, self.frame_start)?;
+            coding::write_opt(w, self.frame_end)?;
+        }
+        Ok(())
+    }
+
+    fn decode(r: &mut &[u8], version: Version) -> Result<Tail, DecodeError> {
+        let priority = coding::read_u8(r)?;
+        if version.has_group_order() {
+            coding::read_u8(r)?; // retired Ordered byte, ignored
+        }
+        let max_age_ms = coding::read_varint(r)?;
+        let group_start = if version.resolves_start() { Some(coding::read_varint(r)?) } else { coding::read_opt(r)? };
+        let group_end = coding::read_opt(r)?;
+        let (frame_start, frame_end) =
+            if version.has_frame_bounds() { (coding::read_varint(r)?, coding::read_opt(r)?) } else { (0, None) };
+        if (frame_end.is_some() && group_end.is_none()) || (frame_start != 0 && group_start.is_none()) {
+            return Err(DecodeError::InvalidSubscribeLocation);
+        }
+        let group_start = match group_start {
+            Some(0) if version.resolves_start() && frame_start == 0 => None,
+            other => other,
+        };
+        Ok(Tail { priority, max_age_ms, group_start, group_end, frame_start, frame_end })
+    }
+}
+
+impl Message for Subscribe {
+    fn encode_body(&self, w: &mut Vec<u8>, version: Version) -> Result<(), EncodeError> {
+        coding::write_varint(w, self.id)?;
+        self.broadcast.encode(w)?;
+        coding::write_str(w, &self.track)?;
+        Tail {
+            priority: self.priority,
+            max_age_ms: self.max_age_ms,
+            group_start: self.group_start,
+            group_end: self.group_end,
+            frame_start: self.frame_start,
+            frame_end: self.frame_end,
+        }
+        .encode(w, version)
+    }
+
+    fn decode_body(r: &mut &[u8], version: Version) -> Result<Self, DecodeError> {
+        let id = coding::read_varint(r)?;
+        let broadcast = Path::decode(r)?;
+        let track = coding::read_str(r)?.to_string();
+        let t = Tail::decode(r, version)?;
+        Ok(Subscribe {
+            id,
+            broadcast,
+            track,
+            priority: t.priority,
+            max_age_ms: t.max_age_ms,
+            group_start: t.group_start,
+            group_end: t.group_end,
+            frame_start: t.frame_start,
+            frame_end: t.frame_end,
+        })
+    }
+}
+
+impl Message for SubscribeUpdate {
+    fn encode_body(&self, w: &mut Vec<u8>, version: Version) -> Result<(), EncodeError> {
+        Tail {
+            priority: self.priority,
+            max_age_ms: self.max_age_ms,
+            group_start: self.group_start,
+            group_end: self.group_end,
+            frame_start: self.frame_start,
+            frame_end: self.frame_end,
+        }
+        .encode(w, version)
+    }
+
+    fn decode_body(r: &mut &[u8], version: Version) -> Result<Self, DecodeError> {
+        let t = Tail::decode(r, version)?;
+        Ok(SubscribeUpdate {
+            priority: t.priority,
+            max_age_ms: t.max_age_ms,
+            group_start: t.group_start,
+            group_end: t.group_end,
+            frame_start: t.frame_start,
+            frame_end: t.frame_end,
+        })
+    }
+}
+
+/// Type of SUBSCRIBE_START.
+pub const SUBSCRIBE_START: u64 = 0x0;
+/// Type of SUBSCRIBE_END.
+pub const SUBSCRIBE_END: u64 = 0x1;
+/// Type of SUBSCRIBE_DROP.
+pub const SUBSCRIBE_DROP: u64 = 0x2;
+
+/// A publisher response on the subscribe stream (05/06): `Type(i) | Len(i) | body`.
+/// An unknown type is [`DecodeError::UnknownType`] (it fails the subscription).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubscribeResponse {
+    /// 0x0 `Group(i)`: the first group that will be delivered.
+    Start { group: u64 },
+    /// 0x1 `Group(i)`: exclusive end; 0 means no groups.
+    End { group: u64 },
+    /// 0x2 `Start(i), End(i), Error(i)`: groups `start..=end` were dropped.
+    Drop { start: u64, end: u64, error: u64 },
+}
+
+impl TypedMessage for SubscribeResponse {
+    fn check_type(kind: u64, version: Version) -> Result<(), DecodeError> {
+        if !version.has_track_stream() || version.has_stream_count() {
+            return Err(DecodeError::Unsupported);
+        }
+        match kind {
+            SUBSCRIBE_START | SUBSCRIBE_END | SUBSCRIBE_DROP => Ok(()),
+            other => Err(DecodeError::UnknownType(other)),
+        }
+    }
+
+    fn encode_typed_body(&self, w: &mut Vec<u8>, version: Version) -> Result<u64, EncodeError> {
+        if !version.has_track_stream() || version.has_stream_count() {
+            return Err(EncodeError::Unsupported);
+        }
+        Ok(match *self {
+            Self::Start { group } => {
+                coding::write_varint(w, group)?;
+                SUBSCRIBE_START
+            }
+            Self::End { group } => {
+                coding::write_varint(w, group)?;
+                SUBSCRIBE_END
+            }
+            Self::Drop { start, end, error } => {
+                coding::write_varint(w, start)?;
+                coding::write_varint(w, end)?;
+                coding::write_varint(w, error)?;
+                SUBSCRIBE_DROP
+            }
+        })
+    }
+
+    fn decode_typed_body(kind: u64, r: &mut &[u8], version: Version) -> Result<Self, DecodeError> {
+        Self::check_type(kind, version)?;
+        Ok(match kind {
+            SUBSCRIBE_START => Self::Start { group: coding::read_varint(r)? },
+            SUBSCRIBE_END => Self::End { group: coding::read_varint(r)? },
+            _ => Self::Drop { start: coding::read_varint(r)?, end: coding::read_varint(r)?, error: coding::read_varint(r)? },
+        })
+    }
+}

@@ -1,0 +1,145 @@
+//! QUIC variable-length integers and the ZigZag mapping (spec moq-lite.md §2; RFC 9000 §16).
+//!
+//! The top two bits of the first byte give the length (`00`→1, `01`→2, `10`→4, `11`→8
+//! bytes), the rest is the big-endian value. [`encode`] always writes the minimal form and
+//! refuses values ≥ 2^62 with [`VarintTooLarge`]; [`decode`] and [`peek`] accept any form,
+//! minimal or not. lite-07-wip's leading-ones varints are not implemented here.
+
+use bytes::BufMut;
+
+use crate::coding::DecodeError;
+use crate::limits;
+
+/// Largest encodable value, 2^62 - 1.
+pub const MAX: u64 = limits::MAX_VARINT;
+
+/// A value that does not fit a QUIC varint (≥ 2^62). Our fault when encoding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("varint value {0} exceeds 2^62-1")]
+pub struct VarintTooLarge(pub u64);
+
+/// Number of bytes the minimal encoding of `v` takes.
+pub fn encoded_len(v: u64) -> Result<usize, VarintTooLarge> {
+    match v {
+        0..=0x3f => Ok(1),
+        0x40..=0x3fff => Ok(2),
+        0x4000..=0x3fff_ffff => Ok(4),
+        0x4000_0000..=MAX => Ok(8),
+        _ => Err(VarintTooLarge(v)),
+    }
+}
+
+/// Append the minimal encoding of `v`.
+pub fn encode<B: BufMut + ?Sized>(v: u64, out: &mut B) -> Result<(), VarintTooLarge> {
+    match encoded_len(v)? {
+        1 => out.put_u8(v as u8),
+        2 => out.put_u16(0x4000 | v as u16),
+        4 => out.put_u32(0x8000_0000 | v as u32),
+        _ => out.put_u64(0xc000_0000_0000_0000 | v),
+    }
+    Ok(())
+}
+
+/// The minimal encoding of `v` as a vector (convenience for SETUP parameter values).
+pub fn to_vec(v: u64) -> Result<Vec<u8>, VarintTooLarge> {
+    let mut out = Vec::with_capacity(8);
+    encode(v, &mut out)?;
+    Ok(out)
+}
+
+/// Look at the varint at the start of `buf` without consuming it.
+///
+/// Returns the value and the number of bytes it occupies, or `None` when `buf` does not
+/// yet hold the whole varint. A QUIC varint can never be malformed, only incomplete.
+pub fn peek(buf: &[u8]) -> Option<(u64, usize)> {
+    let first = *buf.first()?;
+    let len = 1usize << (first >> 6);
+    let bytes = buf.get(..len)?;
+    let mut v = u64::from(first & 0x3f);
+    for b in &bytes[1..] {
+        v = (v << 8) | u64::from(*b);
+    }
+    Some((v, len))
+}
+
+/// Read one varint from the front of `r`, advancing it; [`DecodeError::Truncated`] if
+/// `r` ends inside it.
+pub fn decode(r: &mut &[u8]) -> Result<u64, DecodeError> {
+    let (v, n) = peek(r).ok_or(DecodeError::Truncated)?;
+    *r = &r[n..];
+    Ok(v)
+}
+
+/// ZigZag-map a signed value: `(n << 1) ^ (n >> 63)`.
+///
+/// The result must fit a varint, so `n` must lie in `[-2^61, 2^61)`.
+pub fn zigzag_encode(n: i64) -> Result<u64, VarintTooLarge> {
+    if !(limits::MIN_ZIGZAG..=limits::MAX_ZIGZAG).contains(&n) {
+        // Report the unsigned image the caller would have put on the wire.
+        return Err(VarintTooLarge(((n << 1) ^ (n >> 63)) as u64));
+    }
+    Ok(((n << 1) ^ (n >> 63)) as u64)
+}
+
+/// Inverse of [`zigzag_encode`]: `(u >> 1) ^ -(u & 1)`. Total for every varint value.
+pub fn zigzag_decode(u: u64) -> i64 {
+    ((u >> 1) as i64) ^ -((u & 1) as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn enc(v: u64) -> Vec<u8> {
+        to_vec(v).unwrap()
+    }
+
+    #[test]
+    fn rfc9000_examples() {
+        assert_eq!(enc(151_288_809_941_952_652), hex("c2197c5eff14e88c"));
+        assert_eq!(enc(494_878_333), hex("9d7f3e7d"));
+        assert_eq!(enc(15_293), hex("7bbd"));
+        assert_eq!(enc(37), hex("25"));
+        // Non-minimal forms decode.
+        assert_eq!(peek(&hex("4025")), Some((37, 2)));
+        assert_eq!(peek(&hex("8000 0025")), Some((37, 4)));
+        assert_eq!(peek(&hex("c000 0000 0000 0025")), Some((37, 8)));
+    }
+
+    #[test]
+    fn boundaries() {
+        for (v, n) in [(0x3f, 1), (0x40, 2), (0x3fff, 2), (0x4000, 4), (0x3fff_ffff, 4), (0x4000_0000, 8), (MAX, 8)] {
+            assert_eq!(encoded_len(v), Ok(n));
+            assert_eq!(peek(&enc(v)), Some((v, n)));
+        }
+        assert_eq!(encoded_len(MAX + 1), Err(VarintTooLarge(MAX + 1)));
+        assert!(encode(u64::MAX, &mut Vec::new()).is_err());
+    }
+
+    #[test]
+    fn incomplete() {
+        assert_eq!(peek(&[]), None);
+        assert_eq!(peek(&[0x40]), None);
+        assert_eq!(peek(&[0xc0, 0, 0, 0, 0, 0, 0]), None);
+        let mut r: &[u8] = &[0x80, 1];
+        assert_eq!(decode(&mut r), Err(DecodeError::Truncated));
+    }
+
+    #[test]
+    fn zigzag() {
+        assert_eq!(zigzag_encode(60_000), Ok(120_000));
+        assert_eq!(zigzag_encode(1_000), Ok(2_000));
+        assert_eq!(zigzag_encode(-1), Ok(1));
+        assert_eq!(zigzag_decode(1), -1);
+        assert_eq!(zigzag_encode(limits::MIN_ZIGZAG), Ok(MAX));
+        assert_eq!(zigzag_encode(limits::MAX_ZIGZAG), Ok(MAX - 1));
+        assert!(zigzag_encode(limits::MAX_ZIGZAG + 1).is_err());
+        assert!(zigzag_encode(limits::MIN_ZIGZAG - 1).is_err());
+        assert_eq!(zigzag_decode(MAX), limits::MIN_ZIGZAG);
+    }
+
+    fn hex(s: &str) -> Vec<u8> {
+        let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+    }
+}

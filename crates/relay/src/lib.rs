@@ -1,0 +1,1 @@
+//! starling-relay (work in progress).

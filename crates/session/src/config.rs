@@ -1,0 +1,94 @@
+//! What a session is configured with: its origins, root, identity and bounds.
+
+use std::time::Duration;
+
+use starling_model::{Limits, Origin};
+use starling_proto::Path;
+
+/// Bounds on what one peer can make this session hold.
+#[derive(Clone, Debug)]
+pub struct SessionLimits {
+    /// Bytes of incomplete messages and frames buffered across all streams.
+    pub recv_budget: usize,
+    /// Body limit for control messages (SUBSCRIBE, TRACK, announcements …).
+    pub max_control_message: usize,
+    /// Subscriptions the peer may hold open with us at once.
+    pub max_served_subscriptions: usize,
+    /// Announce interests the peer may hold open with us at once.
+    pub max_announce_interests: usize,
+    /// Live announcements the peer may make on one announce stream.
+    pub max_announces: usize,
+    /// Requests (TRACK, FETCH, PROBE, GOAWAY) the peer may have in flight.
+    pub max_requests: usize,
+    /// Our own upstream subscriptions in flight on this session.
+    pub max_upstream_subscriptions: usize,
+    /// Group streams one subscription may have in flight before the oldest is reset.
+    pub max_inflight_groups: usize,
+    /// How long the peer has to send its SETUP.
+    pub handshake_timeout: Duration,
+    /// How long a request may wait for track info or a route.
+    pub request_timeout: Duration,
+    /// How long an upstream subscription outlives its last reader.
+    pub linger: Duration,
+}
+
+impl Default for SessionLimits {
+    fn default() -> Self {
+        SessionLimits {
+            recv_budget: 64 << 20,
+            max_control_message: 64 << 10,
+            max_served_subscriptions: 4096,
+            max_announce_interests: 1024,
+            max_announces: 65536,
+            max_requests: 1024,
+            max_upstream_subscriptions: 4096,
+            max_inflight_groups: 4,
+            handshake_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(10),
+            linger: Duration::from_millis(500),
+        }
+    }
+}
+
+/// One session's place in its endpoint.
+#[derive(Clone, Debug)]
+pub struct SessionConfig {
+    /// Our origin hop id (split horizon, loop detection). Non-zero.
+    pub hop: u64,
+    /// What we offer the peer: its announce interests and subscriptions are served from here.
+    pub publish: Option<Origin>,
+    /// Where the peer's announcements land.
+    pub consume: Option<Origin>,
+    /// Wire paths are relative to this root.
+    pub root: Path,
+    /// Prefixes (relative to `root`) we ask the peer to announce, when `consume` is set.
+    pub announce_prefixes: Vec<Path>,
+    /// A cluster peer also hears hidden (dot-segment) paths.
+    pub cluster_peer: bool,
+    /// Our price for routes learned from this peer; else the peer's SETUP cost, else 1.
+    pub link_cost: Option<u64>,
+    pub limits: SessionLimits,
+    pub model_limits: Limits,
+}
+
+impl SessionConfig {
+    pub fn new(hop: u64) -> Self {
+        SessionConfig {
+            hop,
+            publish: None,
+            consume: None,
+            root: Path::empty(),
+            announce_prefixes: vec![Path::empty()],
+            cluster_peer: false,
+            link_cost: None,
+            limits: SessionLimits::default(),
+            model_limits: Limits::default(),
+        }
+    }
+}
+
+/// A random hop id below 2^53 (so JavaScript peers read it exactly), never 0.
+pub fn random_hop() -> u64 {
+    use rand::Rng;
+    rand::thread_rng().gen_range(1..(1u64 << 53))
+}

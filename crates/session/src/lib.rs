@@ -1,0 +1,20 @@
+//! One moq-lite session over an abstract transport (lite-05 and lite-06).
+//!
+//! A session has a publisher half, which answers the peer's announce interests, SUBSCRIBEs,
+//! TRACKs and FETCHes from the origin we publish, and a subscriber half, which turns the peer's
+//! announcements into routes in the origin we consume and pulls tracks on demand. The same code
+//! serves a relay (both halves on one shared origin) and a client (one half each).
+
+mod budget;
+mod config;
+mod error;
+mod publisher;
+mod reader;
+mod session;
+mod subscriber;
+mod writer;
+
+pub use budget::RecvBudget;
+pub use config::{random_hop, SessionConfig, SessionLimits};
+pub use error::Error;
+pub use session::{Accepting, ClientSetup, PeerSetup, Session, SessionStats};

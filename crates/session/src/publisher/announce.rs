@@ -1,0 +1,218 @@
+//! Serving a peer's announce interest: ANNOUNCE_OK, then the live routes under its prefix as
+//! they change (spec §4.2–4.4; lite-05 status announcements, lite-06 typed with ids).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use starling_model::{Announced, Origin};
+use starling_proto::{
+    Announce, AnnounceOk, AnnounceRequest, AnnounceStatus, Announcement, Hops, Path, RouteCost,
+};
+use starling_transport::Transport;
+
+use crate::error::Error;
+use crate::reader::Reader;
+use crate::session::Shared;
+use crate::writer::Writer;
+
+/// What we last told the peer about one path.
+struct Sent {
+    id: u64,
+    hops: Arc<[u64]>,
+    cost: RouteCost,
+}
+
+pub(crate) async fn announce<T: Transport>(
+    shared: &Arc<Shared<T>>,
+    reader: &mut Reader<T::Recv>,
+    writer: &mut Writer<T::Send>,
+) -> Result<(), Error> {
+    let limits = &shared.config.limits;
+    let request = reader
+        .message::<AnnounceRequest>(limits.max_control_message)
+        .await?
+        .ok_or(Error::Stream(starling_proto::StreamCode::Cancelled))?;
+    let _slot = Shared::<T>::take_slot(&shared.announce_interests, limits.max_announce_interests)
+        .ok_or(Error::Bound("announce interests"))?;
+
+    let exclude = match shared.peer.exclude_hop() {
+        Some(hop) => Some(hop),
+        None => (request.exclude_hop != 0).then_some(request.exclude_hop),
+    };
+    let (Some(origin), Ok(prefix)) = (shared.config.publish.clone(), shared.absolute(&request.prefix))
+    else {
+        // Nothing to offer (or a prefix outside what we can name): an empty OK, stream held.
+        writer
+            .message(&AnnounceOk {
+                hop: shared.config.hop,
+                active_count: 0,
+            })
+            .await?;
+        return reader.finished().await;
+    };
+    let view = View {
+        origin,
+        prefix,
+        wire_prefix_len: request.prefix.len_segments(),
+        exclude,
+        show_hidden: shared.config.cluster_peer || has_hidden(&request.prefix),
+    };
+
+    let interest = view.origin.interest(view.prefix.clone())?;
+    let initial: Vec<Announced> = view
+        .origin
+        .announced(&view.prefix, exclude)
+        .into_iter()
+        .filter(|a| view.visible(&a.path))
+        .collect();
+
+    let mut sent: HashMap<Path, Sent> = HashMap::new();
+    let mut next_id = 0u64;
+    writer.queue(&AnnounceOk {
+        hop: shared.config.hop,
+        active_count: initial.len() as u64,
+    })?;
+    for announced in initial {
+        let suffix = view.suffix(&announced.path);
+        queue_start(writer, &suffix, &announced)?;
+        sent.insert(
+            announced.path.clone(),
+            Sent {
+                id: next_id,
+                hops: announced.route.hops.clone(),
+                cost: announced.route.cost,
+            },
+        );
+        next_id += 1;
+    }
+    writer.flush().await?;
+
+    let mut changed = Vec::new();
+    loop {
+        tokio::select! {
+            done = reader.finished() => {
+                // The peer FIN'd (stop listening) or sent bytes after its request.
+                return done;
+            }
+            _ = interest.changed(&mut changed) => {
+                for path in changed.drain(..) {
+                    if !view.visible(&path) {
+                        continue;
+                    }
+                    let current = view.origin.route(&path, exclude);
+                    let suffix = view.suffix(&path);
+                    match (current, sent.get(&path)) {
+                        (None, None) => {}
+                        (None, Some(old)) => {
+                            queue_end(writer, &suffix, old.id)?;
+                            sent.remove(&path);
+                        }
+                        (Some(now), None) => {
+                            queue_start(writer, &suffix, &now)?;
+                            sent.insert(path, Sent { id: next_id, hops: now.route.hops, cost: now.route.cost });
+                            next_id += 1;
+                        }
+                        (Some(now), Some(old)) => {
+                            if old.hops == now.route.hops && old.cost == now.route.cost {
+                                continue;
+                            }
+                            let id = old.id;
+                            queue_update(writer, &suffix, id, &now)?;
+                            sent.insert(path, Sent { id, hops: now.route.hops, cost: now.route.cost });
+                        }
+                    }
+                }
+                writer.flush().await?;
+            }
+        }
+    }
+}
+
+struct View {
+    origin: Origin,
+    prefix: Path,
+    wire_prefix_len: usize,
+    exclude: Option<u64>,
+    show_hidden: bool,
+}
+
+impl View {
+    fn suffix(&self, path: &Path) -> Path {
+        path.strip_prefix(&self.prefix).unwrap_or_else(Path::empty)
+    }
+
+    /// Hidden (dot-segment) paths below the requested prefix are not announced (spec §4.2).
+    fn visible(&self, path: &Path) -> bool {
+        let _ = self.wire_prefix_len;
+        let _ = self.exclude;
+        self.show_hidden || !has_hidden(&self.suffix(path))
+    }
+}
+
+fn has_hidden(path: &Path) -> bool {
+    path.segments().any(|s| s.starts_with('.'))
+}
+
+fn hops_of(announced: &Announced) -> Result<Hops, Error> {
+    Hops::from_vec(announced.route.hops.to_vec()).map_err(|_| Error::Bound("hops"))
+}
+
+fn queue_start<S: starling_transport::SendStream>(
+    writer: &mut Writer<S>,
+    suffix: &Path,
+    announced: &Announced,
+) -> Result<(), Error> {
+    let hops = hops_of(announced)?;
+    if writer.version().has_announce_id() {
+        writer.queue_typed(&Announcement::Start {
+            suffix: suffix.clone(),
+            hops,
+            cost: announced.route.cost,
+        })
+    } else {
+        writer.queue(&Announce {
+            status: AnnounceStatus::Active,
+            suffix: suffix.clone(),
+            hops,
+        })
+    }
+}
+
+fn queue_update<S: starling_transport::SendStream>(
+    writer: &mut Writer<S>,
+    suffix: &Path,
+    id: u64,
+    announced: &Announced,
+) -> Result<(), Error> {
+    let hops = hops_of(announced)?;
+    if writer.version().has_announce_id() {
+        writer.queue_typed(&Announcement::Update {
+            id,
+            hops,
+            cost: announced.route.cost,
+        })
+    } else {
+        // lite-05: a second Active for a live path is a restart.
+        writer.queue(&Announce {
+            status: AnnounceStatus::Active,
+            suffix: suffix.clone(),
+            hops,
+        })
+    }
+}
+
+fn queue_end<S: starling_transport::SendStream>(
+    writer: &mut Writer<S>,
+    suffix: &Path,
+    id: u64,
+) -> Result<(), Error> {
+    if writer.version().has_announce_id() {
+        writer.queue_typed(&Announcement::End { id })
+    } else {
+        writer.queue(&Announce {
+            status: AnnounceStatus::Ended,
+            suffix: suffix.clone(),
+            hops: Hops::new(),
+        })
+    }
+}

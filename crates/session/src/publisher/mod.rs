@@ -1,0 +1,122 @@
+//! The publisher half: answers the peer's requests (announce interests, SUBSCRIBE, TRACK,
+//! FETCH) from the origin we publish.
+
+mod announce;
+mod subscribe;
+
+use std::sync::Arc;
+
+use starling_model::StartAt;
+use starling_proto::{BidiType, Fetch, FrameHeader, Goaway, StreamCode, Track, TrackInfo};
+use starling_transport::Transport;
+
+use crate::error::Error;
+use crate::reader::Reader;
+use crate::session::Shared;
+use crate::writer::Writer;
+
+pub(crate) use announce::announce;
+pub(crate) use subscribe::{send_order, subscribe};
+
+/// TRACK → TRACK_INFO, FIN (spec §4.5). The track stays read until the requester FINs, so an
+/// upstream pulled for it is still there for the SUBSCRIBE that usually follows.
+pub(crate) async fn track<T: Transport>(
+    shared: &Arc<Shared<T>>,
+    reader: &mut Reader<T::Recv>,
+    writer: &mut Writer<T::Send>,
+) -> Result<(), Error> {
+    let limits = &shared.config.limits;
+    let _slot = Shared::<T>::take_slot(&shared.requests, limits.max_requests)
+        .ok_or(Error::Stream(StreamCode::Internal))?;
+    let msg = reader
+        .message::<Track>(limits.max_control_message)
+        .await
+        .map_err(|_| Error::Stream(StreamCode::Cancelled))?
+        .ok_or(Error::Stream(StreamCode::Cancelled))?;
+    let track = subscribe::resolve(shared, &msg.broadcast, &msg.track, StartAt::default())?;
+    let info: TrackInfo = tokio::select! {
+        info = tokio::time::timeout(limits.request_timeout, track.info()) => match info {
+            Ok(info) => info.map_err(Error::Stream)?,
+            Err(_) => return Err(Error::Stream(StreamCode::ControlTimeout)),
+        },
+        // A FIN or reset before TRACK_INFO cancels the request (spec §4.5).
+        _ = reader.finished() => return Err(Error::Stream(StreamCode::Cancelled)),
+    };
+    writer.message(&info).await?;
+    writer.finish()?;
+    let _ = tokio::time::timeout(limits.request_timeout, reader.finished()).await;
+    Ok(())
+}
+
+/// FETCH → the group's frames from Frame Start, FIN (spec §4.9).
+pub(crate) async fn fetch<T: Transport>(
+    shared: &Arc<Shared<T>>,
+    reader: &mut Reader<T::Recv>,
+    writer: &mut Writer<T::Send>,
+) -> Result<(), Error> {
+    let limits = &shared.config.limits;
+    let _slot = Shared::<T>::take_slot(&shared.requests, limits.max_requests)
+        .ok_or(Error::Stream(StreamCode::Internal))?;
+    let msg = reader
+        .message::<Fetch>(limits.max_control_message)
+        .await
+        .map_err(|_| Error::Stream(StreamCode::Cancelled))?
+        .ok_or(Error::Stream(StreamCode::Cancelled))?;
+    let track = subscribe::resolve(shared, &msg.broadcast, &msg.track, StartAt::default())?;
+    let mut group = track
+        .group(msg.group)
+        .ok_or(Error::Stream(StreamCode::NotFound))?;
+    group.seek(msg.frame_start as usize);
+    writer.set_priority(send_order(msg.priority, msg.group));
+    let send = async {
+        let mut previous = 0u64;
+        let mut index = msg.frame_start;
+        while let Some(frame) = group.next_frame().await.map_err(Error::Stream)? {
+            if msg.frame_end.is_some_and(|end| index > end) {
+                break;
+            }
+            index += 1;
+            let delta = frame.timestamp as i64 - previous as i64;
+            previous = frame.timestamp;
+            writer.queue_frame(&FrameHeader {
+                timestamp_delta: delta,
+                size: frame.payload.len() as u64,
+            })?;
+            writer.write_payload(frame.payload).await?;
+        }
+        writer.flush().await?;
+        Ok::<_, Error>(())
+    };
+    tokio::select! {
+        result = send => result?,
+        _ = reader.finished() => return Err(Error::Stream(StreamCode::Cancelled)),
+    }
+    writer.finish()?;
+    let _ = tokio::time::timeout(limits.request_timeout, reader.finished()).await;
+    Ok(())
+}
+
+/// PROBE and GOAWAY streams: we send no probes; a GOAWAY is read and noted.
+pub(crate) async fn hold<T: Transport>(
+    shared: &Arc<Shared<T>>,
+    kind: BidiType,
+    reader: &mut Reader<T::Recv>,
+    _writer: &mut Writer<T::Send>,
+) -> Result<(), Error> {
+    let limits = &shared.config.limits;
+    let _slot = Shared::<T>::take_slot(&shared.requests, limits.max_requests)
+        .ok_or(Error::Stream(StreamCode::Internal))?;
+    match kind {
+        BidiType::Goaway => {
+            if let Ok(Some(goaway)) = reader.message::<Goaway>(limits.max_control_message).await {
+                tracing::info!(uri = %goaway.uri, "peer is going away");
+            }
+            Ok(())
+        }
+        // The subscriber sends only the type byte; anything more is malformed (spec §4.11).
+        _ => reader
+            .finished()
+            .await
+            .map_err(|_| Error::Stream(StreamCode::MalformedTrack)),
+    }
+}

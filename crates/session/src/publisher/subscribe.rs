@@ -1,0 +1,289 @@
+//! Serving one SUBSCRIBE: reading the shared track at this subscriber's cursor and writing each
+//! group on its own stream, newest first (spec §4.6–4.8).
+//!
+//! Every group stream is its own task, so a subscriber that reads slowly stalls only its own
+//! streams; the shared cache and other subscribers never wait for it. A subscription keeps a
+//! bounded number of group streams in flight: when a newer group starts beyond the bound, the
+//! oldest stream is reset with TOO_FAR_BEHIND, and a group that leaves the cache while being
+//! written is reset with the code it left with (OLD or EVICTED).
+
+use std::collections::VecDeque;
+use std::future::poll_fn;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use starling_model::{GroupConsumer, StartAt, TrackConsumer};
+use starling_proto::{
+    FrameHeader, GroupHeader, StreamCode, Subscribe, SubscribeResponse, SubscribeUpdate, UniType,
+    Version,
+};
+use starling_transport::Transport;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::Error;
+use crate::reader::Reader;
+use crate::session::Shared;
+use crate::writer::Writer;
+
+/// Where delivery starts for a SUBSCRIBE of this version (spec §4.6 "Where delivery starts").
+pub(crate) fn start_of(version: Version, msg: &Subscribe) -> StartAt {
+    if version.resolves_start() {
+        StartAt {
+            max_age_ms: msg.max_age_ms,
+            floor: msg.group_start,
+        }
+    } else {
+        match msg.group_start {
+            // lite-05: absent start pins the latest group.
+            None => StartAt {
+                max_age_ms: 0,
+                floor: None,
+            },
+            Some(start) => StartAt {
+                max_age_ms: u64::MAX / 4,
+                floor: Some(start),
+            },
+        }
+    }
+}
+
+/// QUIC send order: subscriber priority first, then newer groups first.
+pub(crate) fn send_order(priority: u8, sequence: u64) -> i32 {
+    ((priority as i32) << 23) | (sequence & 0x7f_ffff) as i32
+}
+
+pub(crate) async fn subscribe<T: Transport>(
+    shared: &Arc<Shared<T>>,
+    reader: &mut Reader<T::Recv>,
+    writer: &mut Writer<T::Send>,
+) -> Result<(), Error> {
+    let limits = &shared.config.limits;
+    let Some(msg) = reader
+        .message::<Subscribe>(limits.max_control_message)
+        .await
+        .map_err(|_| Error::Stream(StreamCode::Cancelled))?
+    else {
+        return Ok(()); // SUBSCRIBE then FIN before anything: nothing to do
+    };
+    let _slot =
+        Shared::<T>::take_slot(&shared.served_subscriptions, limits.max_served_subscriptions)
+            .ok_or(Error::Stream(StreamCode::Internal))?;
+    let track = resolve(shared, &msg.broadcast, &msg.track, start_of(shared.version, &msg))?;
+    serve(shared, reader, writer, msg, track).await
+}
+
+/// Find the broadcast for a wire path and read one of its tracks.
+pub(crate) fn resolve<T: Transport>(
+    shared: &Arc<Shared<T>>,
+    broadcast: &starling_proto::Path,
+    track: &str,
+    start: StartAt,
+) -> Result<TrackConsumer, Error> {
+    let origin = shared
+        .config
+        .publish
+        .as_ref()
+        .ok_or(Error::Stream(StreamCode::Unroutable))?;
+    let path = shared
+        .absolute(broadcast)
+        .map_err(|_| Error::Stream(StreamCode::Unroutable))?;
+    let broadcast = origin
+        .consume(&path, shared.peer.exclude_hop())
+        .ok_or(Error::Stream(StreamCode::Unroutable))?;
+    broadcast.subscribe_track(track, start).map_err(Error::Stream)
+}
+
+struct InFlight {
+    sequence: u64,
+    abort: Abort,
+    task: JoinHandle<()>,
+}
+
+/// Stops a group stream with a reason.
+#[derive(Clone, Default)]
+struct Abort {
+    token: CancellationToken,
+    code: Arc<AtomicU32>,
+}
+
+impl Abort {
+    fn abort(&self, code: StreamCode) {
+        self.code.store(code.to_code(), Ordering::Release);
+        self.token.cancel();
+    }
+
+    async fn aborted(&self) -> StreamCode {
+        self.token.cancelled().await;
+        StreamCode::from_code(self.code.load(Ordering::Acquire))
+    }
+}
+
+async fn serve<T: Transport>(
+    shared: &Arc<Shared<T>>,
+    reader: &mut Reader<T::Recv>,
+    writer: &mut Writer<T::Send>,
+    msg: Subscribe,
+    mut track: TrackConsumer,
+) -> Result<(), Error> {
+    let limits = &shared.config.limits;
+    let mut priority = msg.priority;
+    let mut group_end = msg.group_end;
+    let mut started = false;
+    let mut inflight: VecDeque<InFlight> = VecDeque::new();
+
+    let outcome: Result<Option<u64>, Error> = loop {
+        inflight.retain(|g| !g.task.is_finished());
+        tokio::select! {
+            update = reader.message::<SubscribeUpdate>(limits.max_control_message) => {
+                match update {
+                    Ok(Some(update)) => {
+                        priority = update.priority;
+                        group_end = update.group_end;
+                    }
+                    Ok(None) => {
+                        // The subscriber FIN'd: stop, reset what is in flight, FIN our side.
+                        for g in inflight.drain(..) {
+                            g.abort.abort(StreamCode::Cancelled);
+                        }
+                        writer.finish()?;
+                        return Ok(());
+                    }
+                    Err(err) => break Err(err),
+                }
+            }
+            next = track.next_group() => {
+                match next {
+                    Ok(Some(group)) => {
+                        if group_end.is_some_and(|end| group.sequence() > end) {
+                            continue; // beyond the serving cap
+                        }
+                        if !started {
+                            started = true;
+                            writer.typed(&SubscribeResponse::Start { group: group.sequence() }).await?;
+                        }
+                        while inflight.len() >= limits.max_inflight_groups.max(1) {
+                            if let Some(old) = inflight.pop_front() {
+                                shared.stats.groups_skipped.fetch_add(1, Ordering::Relaxed);
+                                old.abort.abort(StreamCode::TooFarBehind);
+                            }
+                        }
+                        let abort = Abort::default();
+                        let task_shared = shared.clone();
+                        let task_abort = abort.clone();
+                        let sequence = group.sequence();
+                        let id = msg.id;
+                        let task = tokio::spawn(async move {
+                            send_group(task_shared, id, group, priority, task_abort).await;
+                        });
+                        inflight.push_back(InFlight { sequence, abort, task });
+                    }
+                    Ok(None) => break Ok(track.end()),
+                    Err(code) => break Err(Error::Stream(code)),
+                }
+            }
+        }
+    };
+
+    match outcome {
+        Ok(end) => {
+            // The track finished: announce the exclusive end, let in-flight groups complete.
+            let end = end.unwrap_or_else(|| inflight.back().map(|g| g.sequence + 1).unwrap_or(0));
+            writer.typed(&SubscribeResponse::End { group: end }).await?;
+            for g in inflight.drain(..) {
+                let _ = g.task.await;
+            }
+            writer.finish()?;
+            // Hold our side until the subscriber FINs or resets.
+            let _ = reader.finished().await;
+            Ok(())
+        }
+        Err(err) => {
+            for g in inflight.drain(..) {
+                g.abort.abort(err.stream_code());
+            }
+            Err(err)
+        }
+    }
+}
+
+/// Write one group on its own stream; reset it with the reason when it cannot complete.
+async fn send_group<T: Transport>(
+    shared: Arc<Shared<T>>,
+    subscribe_id: u64,
+    mut group: GroupConsumer,
+    priority: u8,
+    abort: Abort,
+) {
+    let stream = tokio::select! {
+        _ = abort.aborted() => return,
+        stream = shared.transport.open_uni() => match stream {
+            Ok(stream) => stream,
+            Err(_) => return,
+        },
+    };
+    let mut writer = Writer::new(stream, shared.version);
+    writer.set_priority(send_order(priority, group.sequence()));
+    let result = tokio::select! {
+        code = abort.aborted() => Err(code),
+        result = write_group(&shared, &mut writer, subscribe_id, &mut group) => result,
+    };
+    match result {
+        Ok(()) => {
+            let _ = writer.finish();
+            shared.stats.groups_sent.fetch_add(1, Ordering::Relaxed);
+        }
+        Err(code) => writer.reset(code.to_code()),
+    }
+}
+
+async fn write_group<T: Transport>(
+    shared: &Arc<Shared<T>>,
+    writer: &mut Writer<T::Send>,
+    subscribe_id: u64,
+    group: &mut GroupConsumer,
+) -> Result<(), StreamCode> {
+    let header = GroupHeader {
+        subscribe_id,
+        sequence: group.sequence(),
+        frame_start: group.frame_index() as u64,
+    };
+    writer
+        .queue_varint(UniType::Group.code())
+        .and_then(|_| writer.queue(&header))
+        .map_err(|_| StreamCode::Internal)?;
+    let mut previous = 0u64;
+    let mut frames = Vec::new();
+    loop {
+        let done = poll_fn(|cx| group.poll_frames(cx, &mut frames)).await?;
+        for frame in frames.drain(..) {
+            let delta = frame.timestamp as i64 - previous as i64;
+            previous = frame.timestamp;
+            let size = frame.payload.len();
+            writer
+                .queue_frame(&FrameHeader {
+                    timestamp_delta: delta,
+                    size: size as u64,
+                })
+                .map_err(|_| StreamCode::Internal)?;
+            writer
+                .write_payload(frame.payload)
+                .await
+                .map_err(|e| match e {
+                    Error::Transport(starling_transport::TransportError::Stopped(code)) => {
+                        StreamCode::from_code(code)
+                    }
+                    _ => StreamCode::Cancelled,
+                })?;
+            shared.stats.frames_sent.fetch_add(1, Ordering::Relaxed);
+            shared
+                .stats
+                .bytes_sent
+                .fetch_add(size as u64, Ordering::Relaxed);
+        }
+        if done {
+            writer.flush().await.map_err(|_| StreamCode::Cancelled)?;
+            return Ok(());
+        }
+    }
+}

@@ -1,0 +1,146 @@
+//! Reads moq-lite units from one receive stream, charging partial units to the receive budget.
+
+use bytes::{Bytes, BytesMut};
+use starling_proto::{
+    decode_frame_header_with_limit, decode_message_with_limit, decode_typed_with_limit, varint,
+    DecodeError, FrameHeader, Message, TypedMessage, Version,
+};
+use starling_transport::RecvStream;
+
+use crate::budget::RecvBudget;
+use crate::error::Error;
+
+/// Most bytes taken from the transport per read.
+const READ_CHUNK: usize = 64 * 1024;
+
+pub(crate) struct Reader<R: RecvStream> {
+    stream: R,
+    buf: BytesMut,
+    version: Version,
+    budget: RecvBudget,
+    charged: usize,
+    fin: bool,
+}
+
+impl<R: RecvStream> Reader<R> {
+    pub fn new(stream: R, version: Version, budget: RecvBudget) -> Self {
+        Reader {
+            stream,
+            buf: BytesMut::new(),
+            version,
+            budget,
+            charged: 0,
+            fin: false,
+        }
+    }
+
+    /// Pull one more chunk; false at FIN.
+    async fn fill(&mut self) -> Result<bool, Error> {
+        if self.fin {
+            return Ok(false);
+        }
+        match self.stream.read(READ_CHUNK).await? {
+            Some(chunk) => {
+                if !self.budget.try_charge(chunk.len()) {
+                    return Err(Error::Bound("receive budget"));
+                }
+                self.charged += chunk.len();
+                self.buf.extend_from_slice(&chunk);
+                Ok(true)
+            }
+            None => {
+                self.fin = true;
+                Ok(false)
+            }
+        }
+    }
+
+    fn settle(&mut self) {
+        if self.charged > self.buf.len() {
+            self.budget.release(self.charged - self.buf.len());
+            self.charged = self.buf.len();
+        }
+    }
+
+    /// Decode with `step` until it yields; `Ok(None)` on a clean FIN between units.
+    async fn next<T>(
+        &mut self,
+        mut step: impl FnMut(&mut BytesMut, Version) -> Result<Option<T>, DecodeError>,
+    ) -> Result<Option<T>, Error> {
+        loop {
+            if !self.buf.is_empty() {
+                if let Some(value) = step(&mut self.buf, self.version)? {
+                    self.settle();
+                    return Ok(Some(value));
+                }
+            }
+            if !self.fill().await? {
+                if self.buf.is_empty() {
+                    return Ok(None);
+                }
+                return Err(DecodeError::Truncated.into());
+            }
+        }
+    }
+
+    /// The next `Len + body` message, with at most `max` body bytes.
+    pub async fn message<M: Message>(&mut self, max: usize) -> Result<Option<M>, Error> {
+        self.next(|buf, v| decode_message_with_limit::<M>(buf, v, max))
+            .await
+    }
+
+    /// The next `Type + Len + body` message.
+    pub async fn typed<M: TypedMessage>(&mut self, max: usize) -> Result<Option<M>, Error> {
+        self.next(|buf, v| decode_typed_with_limit::<M>(buf, v, max))
+            .await
+    }
+
+    /// A bare varint (stream types).
+    pub async fn varint(&mut self) -> Result<Option<u64>, Error> {
+        self.next(|buf, _| {
+            Ok(varint::peek(buf).map(|(v, n)| {
+                let _ = buf.split_to(n);
+                v
+            }))
+        })
+        .await
+    }
+
+    pub async fn frame_header(&mut self, max: u64) -> Result<Option<FrameHeader>, Error> {
+        self.next(|buf, v| decode_frame_header_with_limit(buf, v, max))
+            .await
+    }
+
+    /// Exactly `size` payload bytes; a FIN inside them is `WrongSize`.
+    pub async fn payload(&mut self, size: usize) -> Result<Bytes, Error> {
+        while self.buf.len() < size {
+            if !self.budget.try_charge(0) {
+                return Err(Error::Bound("receive budget"));
+            }
+            if !self.fill().await? {
+                return Err(Error::Stream(starling_proto::StreamCode::WrongSize));
+            }
+        }
+        let payload = self.buf.split_to(size).freeze();
+        self.settle();
+        Ok(payload)
+    }
+
+    /// Wait for the peer's FIN; any further byte is a protocol error.
+    pub async fn finished(&mut self) -> Result<(), Error> {
+        if !self.buf.is_empty() || self.fill().await? {
+            return Err(Error::ProtocolViolation("unexpected bytes"));
+        }
+        Ok(())
+    }
+
+    pub fn stop(&mut self, code: u32) {
+        self.stream.stop(code);
+    }
+}
+
+impl<R: RecvStream> Drop for Reader<R> {
+    fn drop(&mut self) {
+        self.budget.release(self.charged);
+    }
+}

@@ -1,0 +1,462 @@
+//! A running session: the handshake, the stream dispatcher, and the state both halves share.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use starling_model::{BroadcastConsumer, BroadcastProducer, TrackProducer};
+use starling_proto::{
+    BidiType, Path, ProbeLevel, Role, SessionCode, Setup, StreamCode, UniType, Version,
+};
+use starling_transport::{RecvStream, SendStream, Transport, TransportError};
+use tokio_util::sync::CancellationToken;
+
+use crate::budget::RecvBudget;
+use crate::config::SessionConfig;
+use crate::error::Error;
+use crate::reader::Reader;
+use crate::writer::Writer;
+use crate::{publisher, subscriber};
+
+/// What the peer said in its SETUP.
+#[derive(Clone, Debug, Default)]
+pub struct PeerSetup {
+    pub hop: u64,
+    pub role: Option<Role>,
+    pub path: Option<String>,
+    pub cost: Option<u64>,
+    pub probe: ProbeLevel,
+}
+
+impl PeerSetup {
+    fn from_setup(setup: &Setup) -> Result<Self, Error> {
+        Ok(PeerSetup {
+            hop: setup.hop().unwrap_or(0),
+            role: setup.role(),
+            path: setup.path().map(str::to_string),
+            cost: setup.cost(),
+            probe: setup.probe(),
+        })
+    }
+
+    /// The peer's hop for split horizon, if it sent one.
+    pub fn exclude_hop(&self) -> Option<u64> {
+        (self.hop != 0).then_some(self.hop)
+    }
+}
+
+/// What a client says in its SETUP beyond its hop.
+#[derive(Clone, Debug, Default)]
+pub struct ClientSetup {
+    /// Request target for URI-less transports (`/path?jwt=…`).
+    pub path: Option<String>,
+    pub role: Option<Role>,
+    pub cost: Option<u64>,
+}
+
+/// Counters one session keeps (read by metrics).
+#[derive(Debug, Default)]
+pub struct SessionStats {
+    pub groups_sent: AtomicU64,
+    pub frames_sent: AtomicU64,
+    pub bytes_sent: AtomicU64,
+    pub groups_received: AtomicU64,
+    pub frames_received: AtomicU64,
+    pub bytes_received: AtomicU64,
+    pub groups_skipped: AtomicU64,
+}
+
+pub(crate) struct Shared<T: Transport> {
+    pub transport: T,
+    pub version: Version,
+    pub config: SessionConfig,
+    pub peer: PeerSetup,
+    pub budget: RecvBudget,
+    /// Our subscriptions to the peer, by subscribe id: where its group streams land.
+    pub upstream: Mutex<HashMap<u64, Arc<TrackProducer>>>,
+    pub next_subscribe_id: AtomicU64,
+    pub served_subscriptions: AtomicUsize,
+    pub announce_interests: AtomicUsize,
+    pub requests: AtomicUsize,
+    /// Stamp for announcements whose chain names no publisher.
+    pub anonymous_stamp: u64,
+    pub cancel: CancellationToken,
+    pub error: Mutex<Option<Error>>,
+    pub stats: SessionStats,
+}
+
+impl<T: Transport> Shared<T> {
+    /// Run `task` until it ends or the session does.
+    pub fn spawn<F>(self: &Arc<Self>, task: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let cancel = self.cancel.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = cancel.cancelled() => {}
+                _ = task => {}
+            }
+        });
+    }
+
+    /// End the session with the code `err` maps to.
+    pub fn fail(&self, err: Error) {
+        let code = err.session_code();
+        tracing::debug!(?err, ?code, "session failed");
+        {
+            let mut slot = self.error.lock();
+            if slot.is_none() {
+                *slot = Some(err.clone());
+            }
+        }
+        self.transport.close(code.to_code(), &err.to_string());
+        self.cancel.cancel();
+    }
+
+    /// The absolute path for a wire path.
+    pub fn absolute(&self, wire: &Path) -> Result<Path, Error> {
+        self.config
+            .root
+            .join(wire)
+            .map_err(|_| Error::ProtocolViolation("path too long"))
+    }
+
+    /// Take a slot from a bounded counter, or fail.
+    pub fn take_slot(counter: &AtomicUsize, max: usize) -> Option<SlotGuard<'_>> {
+        let prev = counter.fetch_add(1, Ordering::AcqRel);
+        if prev >= max {
+            counter.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(SlotGuard(counter))
+    }
+}
+
+/// Releases a bounded-counter slot on drop.
+pub(crate) struct SlotGuard<'a>(&'a AtomicUsize);
+
+impl Drop for SlotGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A session with a peer. Cheap to clone; the session runs until closed by either side.
+pub struct Session<T: Transport> {
+    shared: Arc<Shared<T>>,
+}
+
+impl<T: Transport> Clone for Session<T> {
+    fn clone(&self) -> Self {
+        Session {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+/// A server-side session whose client SETUP has arrived, waiting for the caller's decision.
+pub struct Accepting<T: Transport> {
+    transport: T,
+    version: Version,
+    setup: PeerSetup,
+}
+
+impl<T: Transport> Accepting<T> {
+    /// Read the client's SETUP (spec §3.2): it must come first, within the handshake timeout.
+    pub async fn new(
+        transport: T,
+        version: Version,
+        timeout: std::time::Duration,
+    ) -> Result<Self, Error> {
+        check_version(version)?;
+        let read = async {
+            loop {
+                let stream = transport.accept_uni().await?;
+                let mut reader = Reader::new(stream, version, RecvBudget::new(64 << 10));
+                match reader.varint().await? {
+                    Some(code) if code == UniType::Setup.code() => {
+                        let setup = reader
+                            .message::<Setup>(64 << 10)
+                            .await?
+                            .ok_or(Error::Decode(starling_proto::DecodeError::Truncated))?;
+                        return Ok::<_, Error>(setup);
+                    }
+                    _ => reader.stop(StreamCode::Internal.to_code()),
+                }
+            }
+        };
+        let setup = match tokio::time::timeout(timeout, read).await {
+            Ok(Ok(setup)) => setup,
+            Ok(Err(err)) => {
+                transport.close(err.session_code().to_code(), "bad setup");
+                return Err(err);
+            }
+            Err(_) => {
+                transport.close(SessionCode::ControlTimeout.to_code(), "no setup");
+                return Err(Error::Timeout("setup"));
+            }
+        };
+        let setup = match PeerSetup::from_setup(&setup) {
+            Ok(setup) => setup,
+            Err(err) => {
+                transport.close(err.session_code().to_code(), "bad setup");
+                return Err(err);
+            }
+        };
+        Ok(Accepting {
+            transport,
+            version,
+            setup,
+        })
+    }
+
+    pub fn setup(&self) -> &PeerSetup {
+        &self.setup
+    }
+
+    pub fn version(&self) -> Version {
+        self.version
+    }
+
+    /// Refuse the session with a session code.
+    pub fn reject(self, code: SessionCode, reason: &str) {
+        self.transport.close(code.to_code(), reason);
+    }
+
+    /// Send our SETUP and start serving.
+    pub async fn start(self, config: SessionConfig) -> Result<Session<T>, Error> {
+        let mut setup = Setup::new();
+        setup.set_hop(Some(config.hop))?;
+        send_setup(&self.transport, self.version, &setup).await?;
+        Ok(Session::run(self.transport, self.version, config, self.setup))
+    }
+}
+
+fn check_version(version: Version) -> Result<(), Error> {
+    if Version::SUPPORTED.contains(&version) {
+        Ok(())
+    } else {
+        Err(Error::Decode(starling_proto::DecodeError::Unsupported))
+    }
+}
+
+async fn send_setup<T: Transport>(
+    transport: &T,
+    version: Version,
+    setup: &Setup,
+) -> Result<(), Error> {
+    let stream = transport.open_uni().await?;
+    let mut writer = Writer::new(stream, version);
+    writer.queue_varint(UniType::Setup.code())?;
+    writer.queue(setup)?;
+    writer.flush().await?;
+    writer.finish()
+}
+
+impl<T: Transport> Session<T> {
+    /// Client side: send our SETUP, wait for the server's, start serving.
+    pub async fn connect(
+        transport: T,
+        version: Version,
+        client: ClientSetup,
+        config: SessionConfig,
+    ) -> Result<Self, Error> {
+        check_version(version)?;
+        let mut setup = Setup::new();
+        setup.set_hop(Some(config.hop))?;
+        setup.set_role(client.role);
+        setup.set_path(client.path.as_deref().filter(|p| !p.is_empty()));
+        if let Some(cost) = client.cost {
+            setup.set_cost(Some(cost));
+        }
+        send_setup(&transport, version, &setup).await?;
+        let timeout = config.limits.handshake_timeout;
+        let read = async {
+            let stream = transport.accept_uni().await?;
+            let mut reader = Reader::new(stream, version, RecvBudget::new(64 << 10));
+            match reader.varint().await? {
+                Some(code) if code == UniType::Setup.code() => reader
+                    .message::<Setup>(64 << 10)
+                    .await?
+                    .ok_or(Error::Decode(starling_proto::DecodeError::Truncated)),
+                _ => Err(Error::ProtocolViolation("first server stream is not SETUP")),
+            }
+        };
+        let server = match tokio::time::timeout(timeout, read).await {
+            Ok(Ok(setup)) => PeerSetup::from_setup(&setup)?,
+            Ok(Err(err)) => {
+                transport.close(err.session_code().to_code(), "bad setup");
+                return Err(err);
+            }
+            Err(_) => {
+                transport.close(SessionCode::ControlTimeout.to_code(), "no setup");
+                return Err(Error::Timeout("setup"));
+            }
+        };
+        Ok(Session::run(transport, version, config, server))
+    }
+
+    fn run(transport: T, version: Version, config: SessionConfig, peer: PeerSetup) -> Self {
+        let shared = Arc::new(Shared {
+            budget: RecvBudget::new(config.limits.recv_budget),
+            transport,
+            version,
+            peer,
+            config,
+            upstream: Mutex::new(HashMap::new()),
+            next_subscribe_id: AtomicU64::new(0),
+            served_subscriptions: AtomicUsize::new(0),
+            announce_interests: AtomicUsize::new(0),
+            requests: AtomicUsize::new(0),
+            anonymous_stamp: crate::config::random_hop(),
+            cancel: CancellationToken::new(),
+            error: Mutex::new(None),
+            stats: SessionStats::default(),
+        });
+        let driver = shared.clone();
+        tokio::spawn(async move { drive(driver).await });
+        if shared.config.consume.is_some() && shared.peer.role != Some(Role::Subscriber) {
+            for prefix in shared.config.announce_prefixes.clone() {
+                let task = shared.clone();
+                shared.spawn(async move { subscriber::announced(task, prefix).await });
+            }
+        }
+        Session { shared }
+    }
+
+    pub fn version(&self) -> Version {
+        self.shared.version
+    }
+
+    pub fn peer(&self) -> &PeerSetup {
+        &self.shared.peer
+    }
+
+    pub fn stats(&self) -> &SessionStats {
+        &self.shared.stats
+    }
+
+    /// Bytes currently buffered in incomplete units, and streams evicted for the budget.
+    pub fn budget(&self) -> (usize, u64) {
+        (self.shared.budget.used(), self.shared.budget.evictions())
+    }
+
+    /// Read broadcast `path` (relative to the session root) from the peer, announced or not.
+    /// Tracks are subscribed on first read and shared by every reader.
+    pub fn consume_broadcast(&self, path: Path) -> BroadcastConsumer {
+        let producer = Arc::new(BroadcastProducer::dynamic(self.shared.config.model_limits));
+        let consumer = producer.consume();
+        let shared = self.shared.clone();
+        self.shared
+            .spawn(async move { subscriber::serve_requests(shared, path, producer).await });
+        consumer
+    }
+
+    /// Close the session with `code`.
+    pub fn close(&self, code: SessionCode, reason: &str) {
+        self.shared.transport.close(code.to_code(), reason);
+        self.shared.cancel.cancel();
+    }
+
+    /// Resolves once the session ended; says why.
+    pub async fn closed(&self) -> Error {
+        tokio::select! {
+            _ = self.shared.cancel.cancelled() => {}
+            err = self.shared.transport.closed() => {
+                let mut slot = self.shared.error.lock();
+                if slot.is_none() {
+                    *slot = Some(Error::Transport(err));
+                }
+            }
+        }
+        self.shared.error.lock().clone().unwrap_or(Error::Closed)
+    }
+}
+
+/// Accept the peer's streams until the session ends.
+async fn drive<T: Transport>(shared: Arc<Shared<T>>) {
+    let result: Result<(), Error> = async {
+        loop {
+            tokio::select! {
+                _ = shared.cancel.cancelled() => return Ok(()),
+                bi = shared.transport.accept_bi() => {
+                    let (send, recv) = bi?;
+                    let task = shared.clone();
+                    shared.spawn(async move { handle_bi(task, send, recv).await });
+                }
+                uni = shared.transport.accept_uni() => {
+                    let recv = uni?;
+                    let task = shared.clone();
+                    shared.spawn(async move { handle_uni(task, recv).await });
+                }
+            }
+        }
+    }
+    .await;
+    if let Err(err) = result {
+        let mut slot = shared.error.lock();
+        if slot.is_none() {
+            *slot = Some(err);
+        }
+    }
+    shared.cancel.cancel();
+}
+
+async fn handle_bi<T: Transport>(shared: Arc<Shared<T>>, send: T::Send, recv: T::Recv) {
+    let mut reader = Reader::new(recv, shared.version, shared.budget.clone());
+    let mut writer = Writer::new(send, shared.version);
+    let kind = match reader.varint().await {
+        Ok(Some(kind)) => kind,
+        _ => return,
+    };
+    let Some(kind) = BidiType::from_code(kind).filter(|k| k.allowed_in(shared.version)) else {
+        // Unknown or version-foreign bidi type: drop the stream, keep the session.
+        writer.reset(StreamCode::Internal.to_code());
+        reader.stop(StreamCode::Internal.to_code());
+        return;
+    };
+    let result = match kind {
+        BidiType::Announce => publisher::announce(&shared, &mut reader, &mut writer).await,
+        BidiType::Subscribe => publisher::subscribe(&shared, &mut reader, &mut writer).await,
+        BidiType::Track => publisher::track(&shared, &mut reader, &mut writer).await,
+        BidiType::Fetch => publisher::fetch(&shared, &mut reader, &mut writer).await,
+        BidiType::Probe | BidiType::Goaway => {
+            publisher::hold(&shared, kind, &mut reader, &mut writer).await
+        }
+        BidiType::Session => Err(Error::Stream(StreamCode::Internal)),
+    };
+    if let Err(err) = result {
+        tracing::debug!(?kind, ?err, "request stream failed");
+        let code = err.stream_code().to_code();
+        writer.reset(code);
+        reader.stop(code);
+    }
+}
+
+async fn handle_uni<T: Transport>(shared: Arc<Shared<T>>, recv: T::Recv) {
+    let mut reader = Reader::new(recv, shared.version, shared.budget.clone());
+    match reader.varint().await {
+        Ok(Some(code)) if code == UniType::Group.code() => {
+            subscriber::group(&shared, &mut reader).await;
+        }
+        Ok(Some(code)) if code == UniType::Setup.code() => {
+            shared.fail(Error::ProtocolViolation("second SETUP stream"));
+        }
+        Ok(_) => reader.stop(StreamCode::Internal.to_code()),
+        Err(_) => {}
+    }
+}
+
+/// Map a transport reset into the stream code it carried.
+pub(crate) fn reset_code(err: &Error) -> Option<StreamCode> {
+    match err {
+        Error::Transport(TransportError::Reset(code)) => Some(StreamCode::from_code(*code)),
+        _ => None,
+    }
+}
+
+// Silence unused-import lints for trait methods used through generics.
+#[allow(dead_code)]
+fn _assert_traits<S: SendStream, R: RecvStream>() {}

@@ -1,0 +1,272 @@
+//! Hearing the peer's announcements under a prefix and turning them into routes in our origin
+//! (spec §4.2–4.4). Each announced broadcast becomes a dynamic broadcast whose tracks this
+//! session pulls from the peer on demand.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use starling_model::{BroadcastProducer, Route, RouteHandle};
+use starling_proto::{
+    Announce, AnnounceOk, AnnounceRequest, AnnounceStatus, Announcement, BidiType, DecodeError,
+    Hops, Path, RouteCost, StreamCode,
+};
+use starling_transport::Transport;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::Error;
+use crate::reader::Reader;
+use crate::session::{reset_code, Shared};
+use crate::writer::Writer;
+
+/// One live announcement from the peer.
+struct Live {
+    path: Path,
+    route: RouteHandle,
+    broadcast: Arc<BroadcastProducer>,
+    stop: CancellationToken,
+}
+
+impl Live {
+    fn end(self) -> RouteHandle {
+        self.broadcast.close();
+        self.stop.cancel();
+        self.route
+    }
+}
+
+/// Run one announce interest for `prefix` (relative to the root) for the session's lifetime.
+/// Any failure on the stream ends the session, as moq-net does.
+pub(crate) async fn announced<T: Transport>(shared: Arc<Shared<T>>, prefix: Path) {
+    if let Err(err) = run(&shared, &prefix).await {
+        let err = match reset_code(&err) {
+            Some(_) => Error::Stream(StreamCode::Internal),
+            None => err,
+        };
+        if !matches!(err, Error::Transport(_)) {
+            shared.fail(err);
+        }
+    }
+}
+
+async fn run<T: Transport>(shared: &Arc<Shared<T>>, prefix: &Path) -> Result<(), Error> {
+    let origin = shared.config.consume.clone().ok_or(Error::Closed)?;
+    let base = shared.absolute(prefix)?;
+    let (send, recv) = shared.transport.open_bi().await?;
+    let mut writer = Writer::new(send, shared.version);
+    let mut reader = Reader::new(recv, shared.version, shared.budget.clone());
+    writer.queue_varint(BidiType::Announce.code())?;
+    writer
+        .message(&AnnounceRequest {
+            prefix: prefix.clone(),
+            exclude_hop: shared.config.hop,
+        })
+        .await?;
+    let limits = &shared.config.limits;
+    let ok = reader
+        .message::<AnnounceOk>(limits.max_control_message)
+        .await?
+        .ok_or(Error::Decode(DecodeError::Truncated))?;
+    let link = shared
+        .config
+        .link_cost
+        .or(shared.peer.cost)
+        .unwrap_or(1);
+
+    let mut state = Announces {
+        shared: shared.clone(),
+        origin,
+        base,
+        responder: ok.hop,
+        link,
+        by_id: HashMap::new(),
+        by_suffix: HashMap::new(),
+        next_id: 0,
+    };
+    let result = loop {
+        let step = if shared.version.has_announce_id() {
+            match reader
+                .typed::<Announcement>(limits.max_control_message)
+                .await
+            {
+                Ok(Some(msg)) => state.on_announcement(msg),
+                Ok(None) => break Ok(()),
+                Err(err) => Err(err),
+            }
+        } else {
+            match reader.message::<Announce>(limits.max_control_message).await {
+                Ok(Some(msg)) => state.on_announce(msg),
+                Ok(None) => break Ok(()),
+                Err(err) => Err(err),
+            }
+        };
+        if let Err(err) = step {
+            break Err(err);
+        }
+    };
+    state.end_all();
+    result
+}
+
+struct Announces<T: Transport> {
+    shared: Arc<Shared<T>>,
+    origin: starling_model::Origin,
+    base: Path,
+    responder: u64,
+    link: u64,
+    /// lite-06: live ids.
+    by_id: HashMap<u64, Live>,
+    /// Live suffixes (and, on 06, their ids).
+    by_suffix: HashMap<Path, u64>,
+    next_id: u64,
+}
+
+impl<T: Transport> Announces<T> {
+    /// The full chain for a received hop list, or `None` when it must be dropped.
+    fn chain(&self, hops: &Hops) -> Option<Vec<u64>> {
+        let mut chain: Vec<u64> = hops.iter().collect();
+        if self.responder != 0 {
+            chain.push(self.responder);
+        }
+        if chain.first().is_none_or(|first| *first == 0) {
+            chain.insert(0, self.shared.anonymous_stamp);
+        }
+        let hop = self.shared.config.hop;
+        let reflected = chain.contains(&hop)
+            || (self.responder != 0 && hops.iter().any(|h| h == self.responder));
+        if reflected || chain.len() > starling_proto::limits::MAX_HOPS {
+            return None;
+        }
+        Some(chain)
+    }
+
+    fn route(&self, chain: Vec<u64>, cost: RouteCost) -> Route {
+        Route {
+            hops: Arc::from(chain),
+            cost: cost.charged(self.link),
+        }
+    }
+
+    fn start(&mut self, id: u64, suffix: Path, route: Route) -> Result<(), Error> {
+        if self.by_suffix.len() >= self.shared.config.limits.max_announces {
+            return Err(Error::Bound("announces"));
+        }
+        let path = self
+            .base
+            .join(&suffix)
+            .map_err(|_| Error::ProtocolViolation("announced path too long"))?;
+        let broadcast = Arc::new(BroadcastProducer::dynamic(self.shared.config.model_limits));
+        let handle = self.origin.publish(path.clone(), broadcast.consume(), route)?;
+        let stop = CancellationToken::new();
+        let wire = path
+            .strip_prefix(&self.shared.config.root)
+            .unwrap_or_else(|| path.clone());
+        let task = super::serve_requests(self.shared.clone(), wire, broadcast.clone());
+        let task_stop = stop.clone();
+        self.shared.spawn(async move {
+            tokio::select! {
+                _ = task_stop.cancelled() => {}
+                _ = task => {}
+            }
+        });
+        self.by_suffix.insert(suffix, id);
+        self.by_id.insert(
+            id,
+            Live {
+                path,
+                route: handle,
+                broadcast,
+                stop,
+            },
+        );
+        Ok(())
+    }
+
+    fn on_announcement(&mut self, msg: Announcement) -> Result<(), Error> {
+        match msg {
+            Announcement::Start { suffix, hops, cost } => {
+                let id = self.next_id;
+                self.next_id += 1;
+                if self.by_suffix.contains_key(&suffix) {
+                    return Err(Error::ProtocolViolation("duplicate announce"));
+                }
+                match self.chain(&hops) {
+                    Some(chain) => {
+                        let route = self.route(chain, cost);
+                        self.start(id, suffix, route)
+                    }
+                    None => Ok(()), // dropped, but the id is consumed
+                }
+            }
+            Announcement::Update { id, hops, cost } => {
+                if id >= self.next_id {
+                    return Err(Error::ProtocolViolation("unknown announce id"));
+                }
+                let Some(chain) = self.chain(&hops) else {
+                    // Now a reflection: withdraw it.
+                    if let Some(live) = self.by_id.remove(&id) {
+                        self.by_suffix.retain(|_, v| *v != id);
+                        self.origin.unpublish_all([live.end()]);
+                    }
+                    return Ok(());
+                };
+                let route = self.route(chain, cost);
+                match self.by_id.get(&id) {
+                    Some(live) => self.origin.update_route(&live.route, route),
+                    None => return Err(Error::ProtocolViolation("unknown announce id")),
+                }
+                Ok(())
+            }
+            Announcement::End { id } => {
+                if id >= self.next_id {
+                    return Err(Error::ProtocolViolation("unknown announce id"));
+                }
+                if let Some(live) = self.by_id.remove(&id) {
+                    let suffix = live
+                        .path
+                        .strip_prefix(&self.base)
+                        .unwrap_or_else(Path::empty);
+                    self.by_suffix.remove(&suffix);
+                    self.origin.unpublish_all([live.end()]);
+                }
+                Ok(())
+            }
+            Announcement::Unknown { .. } => Ok(()),
+        }
+    }
+
+    /// lite-05 status announcements, keyed by suffix.
+    fn on_announce(&mut self, msg: Announce) -> Result<(), Error> {
+        match msg.status {
+            AnnounceStatus::Active | AnnounceStatus::Restart => {
+                let Some(chain) = self.chain(&msg.hops) else {
+                    return Ok(());
+                };
+                let route = self.route(chain, RouteCost::UNKNOWN);
+                if let Some(id) = self.by_suffix.get(&msg.suffix) {
+                    if let Some(live) = self.by_id.get(id) {
+                        self.origin.update_route(&live.route, route);
+                    }
+                    return Ok(());
+                }
+                let id = self.next_id;
+                self.next_id += 1;
+                self.start(id, msg.suffix, route)
+            }
+            AnnounceStatus::Ended => {
+                if let Some(id) = self.by_suffix.remove(&msg.suffix) {
+                    if let Some(live) = self.by_id.remove(&id) {
+                        self.origin.unpublish_all([live.end()]);
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// The stream ended: every broadcast it announced is gone, removed in one batch.
+    fn end_all(&mut self) {
+        let handles: Vec<RouteHandle> = self.by_id.drain().map(|(_, live)| live.end()).collect();
+        self.by_suffix.clear();
+        self.origin.unpublish_all(handles);
+    }
+}

@@ -1,0 +1,220 @@
+//! The subscriber half: hears the peer's announcements, pulls the tracks our readers ask for
+//! (one upstream subscription per track, however many readers), and receives group streams.
+
+mod announce;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use starling_model::{BroadcastProducer, Frame, TrackProducer};
+use starling_proto::{
+    BidiType, GroupHeader, Path, StreamCode, Subscribe, SubscribeResponse, Track, TrackInfo,
+};
+use starling_transport::Transport;
+
+use crate::error::Error;
+use crate::reader::Reader;
+use crate::session::{reset_code, Shared};
+use crate::writer::Writer;
+
+pub(crate) use announce::announced;
+
+/// Answer the track requests of one broadcast the peer serves (`wire` is relative to the root).
+pub(crate) async fn serve_requests<T: Transport>(
+    shared: Arc<Shared<T>>,
+    wire: Path,
+    broadcast: Arc<BroadcastProducer>,
+) {
+    while let Some(track) = broadcast.requested().await {
+        let task_shared = shared.clone();
+        let task_wire = wire.clone();
+        let task_broadcast = broadcast.clone();
+        shared.spawn(async move {
+            let track = Arc::new(track);
+            if let Err(err) = pull(&task_shared, &task_wire, &track).await {
+                tracing::debug!(?err, track = track.name(), "upstream subscription ended");
+                track.abort(err.stream_code());
+            }
+            task_broadcast.remove_track(&track);
+        });
+    }
+}
+
+/// Pull one track from the peer: TRACK for its info, then SUBSCRIBE until no reader is left.
+async fn pull<T: Transport>(
+    shared: &Arc<Shared<T>>,
+    wire: &Path,
+    track: &Arc<TrackProducer>,
+) -> Result<(), Error> {
+    let limits = &shared.config.limits;
+    if track.info().is_none() {
+        let info = request_info(shared, wire, track.name()).await?;
+        track.set_info(info);
+    }
+
+    let id = shared.next_subscribe_id.fetch_add(1, Ordering::Relaxed);
+    {
+        let mut upstream = shared.upstream.lock();
+        if upstream.len() >= limits.max_upstream_subscriptions {
+            return Err(Error::Stream(StreamCode::Internal));
+        }
+        upstream.insert(id, track.clone());
+    }
+    let _registered = Unregister {
+        shared: shared.clone(),
+        id,
+    };
+
+    let (send, recv) = shared.transport.open_bi().await?;
+    let mut writer = Writer::new(send, shared.version);
+    let mut reader = Reader::new(recv, shared.version, shared.budget.clone());
+    writer.queue_varint(BidiType::Subscribe.code())?;
+    writer
+        .message(&Subscribe {
+            id,
+            broadcast: wire.clone(),
+            track: track.name().to_string(),
+            priority: 0,
+            max_age_ms: 0,
+            group_start: None,
+            group_end: None,
+            frame_start: 0,
+            frame_end: None,
+        })
+        .await?;
+
+    let mut ended = false;
+    let unused = async {
+        loop {
+            track.unused().await;
+            tokio::time::sleep(limits.linger).await;
+            if track.consumers() == 0 {
+                return;
+            }
+        }
+    };
+    tokio::pin!(unused);
+    loop {
+        tokio::select! {
+            response = reader.typed::<SubscribeResponse>(limits.max_control_message) => {
+                match response? {
+                    Some(SubscribeResponse::Start { .. }) => {}
+                    Some(SubscribeResponse::End { .. }) => ended = true,
+                    Some(SubscribeResponse::Drop { .. }) => {}
+                    None => {
+                        if !ended {
+                            return Err(Error::ProtocolViolation("subscribe FIN without END"));
+                        }
+                        track.finish();
+                        return Ok(());
+                    }
+                }
+            }
+            _ = &mut unused => {
+                // Last reader gone: unsubscribe with a FIN.
+                writer.finish()?;
+                track.abort(StreamCode::Cancelled);
+                return Ok(());
+            }
+        }
+    }
+}
+
+struct Unregister<T: Transport> {
+    shared: Arc<Shared<T>>,
+    id: u64,
+}
+
+impl<T: Transport> Drop for Unregister<T> {
+    fn drop(&mut self) {
+        self.shared.upstream.lock().remove(&self.id);
+    }
+}
+
+/// TRACK → TRACK_INFO; our side stays open until the reply arrives (spec §4.5).
+async fn request_info<T: Transport>(
+    shared: &Arc<Shared<T>>,
+    wire: &Path,
+    name: &str,
+) -> Result<TrackInfo, Error> {
+    let limits = &shared.config.limits;
+    let (send, recv) = shared.transport.open_bi().await?;
+    let mut writer = Writer::new(send, shared.version);
+    let mut reader = Reader::new(recv, shared.version, shared.budget.clone());
+    writer.queue_varint(BidiType::Track.code())?;
+    writer
+        .message(&Track {
+            broadcast: wire.clone(),
+            track: name.to_string(),
+        })
+        .await?;
+    let info = tokio::time::timeout(
+        limits.request_timeout,
+        reader.message::<TrackInfo>(limits.max_control_message),
+    )
+    .await
+    .map_err(|_| Error::Stream(StreamCode::ControlTimeout))?
+    .map_err(|err| match reset_code(&err) {
+        Some(code) => Error::Stream(code),
+        None => err,
+    })?
+    .ok_or(Error::Stream(StreamCode::NotFound))?;
+    writer.finish()?;
+    Ok(info)
+}
+
+/// Receive one group stream into the track it belongs to (spec §4.8).
+pub(crate) async fn group<T: Transport>(shared: &Arc<Shared<T>>, reader: &mut Reader<T::Recv>) {
+    let limits = &shared.config.limits;
+    let header = match reader.message::<GroupHeader>(limits.max_control_message).await {
+        Ok(Some(header)) => header,
+        Ok(None) => return,
+        Err(err) => {
+            reader.stop(err.stream_code().to_code());
+            return;
+        }
+    };
+    let track = shared.upstream.lock().get(&header.subscribe_id).cloned();
+    let Some(track) = track else {
+        reader.stop(StreamCode::Cancelled.to_code());
+        return;
+    };
+    let mut group = match track.create_group(header.sequence) {
+        Ok(group) => group,
+        Err(err) => {
+            reader.stop(err.stream_code().to_code());
+            return;
+        }
+    };
+    shared.stats.groups_received.fetch_add(1, Ordering::Relaxed);
+    let max_frame = shared.config.model_limits.max_frame_bytes as u64;
+    let mut timestamp: u64 = 0;
+    let result: Result<(), Error> = async {
+        while let Some(frame) = reader.frame_header(max_frame).await? {
+            timestamp = timestamp
+                .checked_add_signed(frame.timestamp_delta)
+                .ok_or(Error::Stream(StreamCode::TimestampMismatch))?;
+            let payload = reader.payload(frame.size as usize).await?;
+            let size = payload.len() as u64;
+            group.write_frame(Frame { timestamp, payload })?;
+            shared.stats.frames_received.fetch_add(1, Ordering::Relaxed);
+            shared.stats.bytes_received.fetch_add(size, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+    .await;
+    match result {
+        Ok(()) => group.finish(),
+        Err(err) => {
+            let code = match reset_code(&err) {
+                Some(code) => code,
+                None => {
+                    let code = err.stream_code();
+                    reader.stop(code.to_code());
+                    code
+                }
+            };
+            group.abort(code);
+        }
+    }
+}

@@ -1,0 +1,101 @@
+//! Writes moq-lite units to one send stream, batching each unit's bytes into one write.
+
+use bytes::{Bytes, BytesMut};
+use starling_proto::{encode_message, encode_typed, varint, Message, TypedMessage, Version};
+use starling_transport::SendStream;
+
+use crate::error::Error;
+
+pub(crate) struct Writer<S: SendStream> {
+    stream: S,
+    buf: BytesMut,
+    version: Version,
+}
+
+impl<S: SendStream> Writer<S> {
+    pub fn new(stream: S, version: Version) -> Self {
+        Writer {
+            stream,
+            buf: BytesMut::new(),
+            version,
+        }
+    }
+
+    pub fn version(&self) -> Version {
+        self.version
+    }
+
+    /// Queue a message without writing it yet.
+    pub fn queue<M: Message>(&mut self, message: &M) -> Result<(), Error> {
+        encode_message(message, self.version, &mut self.buf)?;
+        Ok(())
+    }
+
+    pub fn queue_typed<M: TypedMessage>(&mut self, message: &M) -> Result<(), Error> {
+        encode_typed(message, self.version, &mut self.buf)?;
+        Ok(())
+    }
+
+    pub fn queue_varint(&mut self, value: u64) -> Result<(), Error> {
+        varint::encode(value, &mut self.buf)
+            .map_err(|_| Error::Encode(starling_proto::EncodeError::BoundsExceeded("varint")))?;
+        Ok(())
+    }
+
+    pub fn queue_bytes(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// Write everything queued.
+    pub async fn flush(&mut self) -> Result<(), Error> {
+        if !self.buf.is_empty() {
+            let chunk = self.buf.split().freeze();
+            self.stream.write(chunk).await?;
+        }
+        Ok(())
+    }
+
+    /// Write a payload without copying it (after flushing what is queued).
+    pub async fn write_payload(&mut self, payload: Bytes) -> Result<(), Error> {
+        self.flush().await?;
+        if !payload.is_empty() {
+            self.stream.write(payload).await?;
+        }
+        Ok(())
+    }
+
+    pub async fn message<M: Message>(&mut self, message: &M) -> Result<(), Error> {
+        self.queue(message)?;
+        self.flush().await
+    }
+
+    pub async fn typed<M: TypedMessage>(&mut self, message: &M) -> Result<(), Error> {
+        self.queue_typed(message)?;
+        self.flush().await
+    }
+
+    pub fn finish(&mut self) -> Result<(), Error> {
+        self.stream.finish()?;
+        Ok(())
+    }
+
+    pub fn reset(&mut self, code: u32) {
+        self.stream.reset(code);
+    }
+
+    pub fn set_priority(&mut self, order: i32) {
+        self.stream.set_priority(order);
+    }
+
+    pub async fn stopped(&mut self) -> Result<Option<u32>, Error> {
+        Ok(self.stream.stopped().await?)
+    }
+}
+
+impl<S: SendStream> Writer<S> {
+    /// Queue a FRAME header (the payload follows with `write_payload`).
+    pub fn queue_frame(&mut self, header: &starling_proto::FrameHeader) -> Result<(), Error> {
+        starling_proto::encode_frame_header(header, self.version, &mut self.buf)?;
+        Ok(())
+    }
+}
