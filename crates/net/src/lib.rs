@@ -18,7 +18,7 @@ mod verify;
 
 pub use alpn::{Binding, DEFAULT_ALPNS, H3, MOQ_LITE_05, MOQ_LITE_06};
 pub use client::{setup_path, Client, ClientConfig, ClientError, Connected, TlsVerify};
-pub use http::{certificate_router, serve_http};
+pub use http::{certificate_router, serve_http, serve_http_until};
 pub use quic::QuicConfig;
 pub use server::{Accepted, Server, ServerConfig, ServerError};
 pub use stream::{QuicRecvStream, QuicSendStream};

@@ -32,7 +32,7 @@ impl ServerCertVerifier for PinnedVerifier {
         _now: UnixTime,
     ) -> Result<ServerCertVerified, Error> {
         let hash = crate::tls::sha256(end_entity);
-        if self.pins.iter().any(|pin| *pin == hash) {
+        if self.pins.contains(&hash) {
             Ok(ServerCertVerified::assertion())
         } else {
             Err(Error::InvalidCertificate(

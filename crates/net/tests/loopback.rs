@@ -292,6 +292,13 @@ async fn raw_quic_alpn_negotiation() {
     assert_eq!(accepted.protocol.as_deref(), Some(MOQ_LITE_06));
     assert_eq!(connected.setup_path.as_deref(), Some("/"));
 
+    // Host names resolve (localhost may list ::1 first; the server is IPv4 only).
+    let port = server.local_addr().unwrap().port();
+    let target = Url::parse(&format!("moqt://localhost:{port}/x")).unwrap();
+    let (connected, accepted) = pair(&server, &client, &target).await;
+    assert_eq!(connected.setup_path.as_deref(), Some("/x"));
+    assert_eq!(accepted.server_name.as_deref(), Some("localhost"));
+
     // No overlap: the TLS handshake fails.
     let client = pinned_client(&server, &["moq-lite-03"]);
     let failed = within(client.connect(&url("moqt", &server, ""))).await;
@@ -392,7 +399,13 @@ async fn server_close_reaches_both_bindings() {
         reason: "server shutdown".into(),
     };
     assert_eq!(within(raw.transport.closed()).await, expected);
-    assert_eq!(within(wt.transport.closed()).await, expected);
+    // WebTransport: web-transport-quinn tears the connection down itself when its CONNECT
+    // stream reader fails, and quinn then overwrites the close reason, so only the code
+    // is reliable here.
+    match within(wt.transport.closed()).await {
+        TransportError::ClosedByPeer { code: 0, .. } => {}
+        other => panic!("{other:?}"),
+    }
 }
 
 #[tokio::test]

@@ -35,8 +35,15 @@ impl Message for AnnounceRequest {
             return Err(DecodeError::Unsupported);
         }
         let prefix = Path::decode(r)?;
-        let exclude_hop = if version.has_exclude_hop() { coding::read_varint(r)? } else { 0 };
-        Ok(AnnounceRequest { prefix, exclude_hop })
+        let exclude_hop = if version.has_exclude_hop() {
+            coding::read_varint(r)?
+        } else {
+            0
+        };
+        Ok(AnnounceRequest {
+            prefix,
+            exclude_hop,
+        })
     }
 }
 
@@ -63,7 +70,10 @@ impl Message for AnnounceOk {
         if !version.has_announce_ok() {
             return Err(DecodeError::Unsupported);
         }
-        Ok(AnnounceOk { hop: coding::read_varint(r)?, active_count: coding::read_varint(r)? })
+        Ok(AnnounceOk {
+            hop: coding::read_varint(r)?,
+            active_count: coding::read_varint(r)?,
+        })
     }
 }
 
@@ -117,7 +127,11 @@ impl Message for Announce {
         };
         let suffix = Path::decode(r)?;
         let hops = Hops::decode(r)?;
-        Ok(Announce { status, suffix, hops })
+        Ok(Announce {
+            status,
+            suffix,
+            hops,
+        })
     }
 }
 
@@ -133,11 +147,19 @@ pub const ANNOUNCE_UPDATE: u64 = 0x2;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Announcement {
     /// 0x0: `Suffix Path(s), Hops, Warm(i), Cold(i)`; assigns the next id.
-    Start { suffix: Path, hops: Hops, cost: RouteCost },
+    Start {
+        suffix: Path,
+        hops: Hops,
+        cost: RouteCost,
+    },
     /// 0x1: `Announce ID(i)`.
     End { id: u64 },
     /// 0x2: `Announce ID(i), Hops, Warm(i), Cold(i)`; replaces chain and cost in place.
-    Update { id: u64, hops: Hops, cost: RouteCost },
+    Update {
+        id: u64,
+        hops: Hops,
+        cost: RouteCost,
+    },
     /// Any other type: its body was skipped by length; assigns no id. Encodes with an
     /// empty body (so it round-trips), and only for a `kind` outside 0..=2.
     Unknown { kind: u64 },
@@ -174,7 +196,9 @@ impl TypedMessage for Announcement {
             }
             Self::Unknown { kind } => {
                 if *kind <= ANNOUNCE_UPDATE {
-                    return Err(EncodeError::InvalidValue("unknown announcement uses a known type"));
+                    return Err(EncodeError::InvalidValue(
+                        "unknown announcement uses a known type",
+                    ));
                 }
                 *kind
             }
@@ -184,9 +208,19 @@ impl TypedMessage for Announcement {
     fn decode_typed_body(kind: u64, r: &mut &[u8], version: Version) -> Result<Self, DecodeError> {
         Self::check_type(kind, version)?;
         Ok(match kind {
-            ANNOUNCE_START => Self::Start { suffix: Path::decode(r)?, hops: Hops::decode(r)?, cost: RouteCost::decode(r)? },
-            ANNOUNCE_END => Self::End { id: coding::read_varint(r)? },
-            ANNOUNCE_UPDATE => Self::Update { id: coding::read_varint(r)?, hops: Hops::decode(r)?, cost: RouteCost::decode(r)? },
+            ANNOUNCE_START => Self::Start {
+                suffix: Path::decode(r)?,
+                hops: Hops::decode(r)?,
+                cost: RouteCost::decode(r)?,
+            },
+            ANNOUNCE_END => Self::End {
+                id: coding::read_varint(r)?,
+            },
+            ANNOUNCE_UPDATE => Self::Update {
+                id: coding::read_varint(r)?,
+                hops: Hops::decode(r)?,
+                cost: RouteCost::decode(r)?,
+            },
             kind => {
                 *r = &[];
                 Self::Unknown { kind }

@@ -218,7 +218,10 @@ mod tests {
         finish(r).unwrap();
         assert_eq!(read_u8(&mut r), Err(DecodeError::Truncated));
         assert!(write_opt(&mut w, Some(varint::MAX)).is_err());
-        assert_eq!(read_str(&mut &[2, 0xff, 0xfe][..]), Err(DecodeError::InvalidUtf8));
+        assert_eq!(
+            read_str(&mut &[2, 0xff, 0xfe][..]),
+            Err(DecodeError::InvalidUtf8)
+        );
         assert_eq!(read_bytes(&mut &[5, 1][..]), Err(DecodeError::Truncated));
         assert_eq!(finish(&[0]), Err(DecodeError::Long));
     }

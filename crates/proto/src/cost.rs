@@ -18,19 +18,31 @@ impl RouteCost {
     pub const MAX_HALF: u64 = MAX_VARINT;
 
     /// Both halves at the ceiling (a draining peer's routes).
-    pub const MAX: RouteCost = RouteCost { warm: MAX_VARINT, cold: MAX_VARINT };
+    pub const MAX: RouteCost = RouteCost {
+        warm: MAX_VARINT,
+        cold: MAX_VARINT,
+    };
 
     /// What a pre-06 peer's announcements are worth: free warm, unknown (MAX) cold.
-    pub const UNKNOWN: RouteCost = RouteCost { warm: 0, cold: MAX_VARINT };
+    pub const UNKNOWN: RouteCost = RouteCost {
+        warm: 0,
+        cold: MAX_VARINT,
+    };
 
     /// Both halves at `cost`.
     pub const fn new(cost: u64) -> RouteCost {
-        RouteCost { warm: cost, cold: cost }
+        RouteCost {
+            warm: cost,
+            cold: cost,
+        }
     }
 
     /// Both halves clamped to the ceiling.
     pub fn saturated(self) -> RouteCost {
-        RouteCost { warm: self.warm.min(MAX_VARINT), cold: self.cold.min(MAX_VARINT) }
+        RouteCost {
+            warm: self.warm.min(MAX_VARINT),
+            cold: self.cold.min(MAX_VARINT),
+        }
     }
 
     /// Add a link price to both halves, saturating at the ceiling.
@@ -63,8 +75,19 @@ mod tests {
     #[test]
     fn saturates() {
         let mut w = Vec::new();
-        RouteCost { warm: u64::MAX, cold: 1 }.encode(&mut w).unwrap();
-        assert_eq!(RouteCost::decode(&mut &w[..]).unwrap(), RouteCost { warm: MAX_VARINT, cold: 1 });
+        RouteCost {
+            warm: u64::MAX,
+            cold: 1,
+        }
+        .encode(&mut w)
+        .unwrap();
+        assert_eq!(
+            RouteCost::decode(&mut &w[..]).unwrap(),
+            RouteCost {
+                warm: MAX_VARINT,
+                cold: 1
+            }
+        );
         assert_eq!(RouteCost::MAX.charged(5), RouteCost::MAX);
         assert_eq!(RouteCost::new(1).charged(1), RouteCost::new(2));
     }

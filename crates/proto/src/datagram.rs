@@ -33,7 +33,12 @@ impl Datagram {
         let sequence = coding::read_varint(&mut r)?;
         let timestamp = coding::read_varint(&mut r)?;
         let payload = data.slice(data.len() - r.len()..);
-        Ok(Datagram { subscribe_id, sequence, timestamp, payload })
+        Ok(Datagram {
+            subscribe_id,
+            sequence,
+            timestamp,
+            payload,
+        })
     }
 
     /// Append the datagram.

@@ -218,7 +218,16 @@ mod tests {
     fn wt_mapping() {
         assert_eq!(wt_encode(0), 0x52e4a40fa8db);
         assert_eq!(wt_encode(1), 0x52e4a40fa8dc);
-        for (c, tail) in [(0x5, 0xa8e0), (0x12, 0xa8ed), (0x33, 0xa90f), (0x34, 0xa910), (0x35, 0xa911), (0x36, 0xa912), (0x37, 0xa913), (0x38, 0xa914)] {
+        for (c, tail) in [
+            (0x5, 0xa8e0),
+            (0x12, 0xa8ed),
+            (0x33, 0xa90f),
+            (0x34, 0xa910),
+            (0x35, 0xa911),
+            (0x36, 0xa912),
+            (0x37, 0xa913),
+            (0x38, 0xa914),
+        ] {
             assert_eq!(wt_encode(c) & 0xffff, tail, "code {c:#x}");
         }
         assert_eq!(wt_encode(u32::MAX), WT_LAST);

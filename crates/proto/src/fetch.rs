@@ -47,11 +47,21 @@ impl Message for Fetch {
         let track = coding::read_str(r)?.to_string();
         let priority = coding::read_u8(r)?;
         let group = coding::read_varint(r)?;
-        let (frame_start, frame_end) =
-            if version.has_frame_bounds() { (coding::read_varint(r)?, coding::read_opt(r)?) } else { (0, None) };
+        let (frame_start, frame_end) = if version.has_frame_bounds() {
+            (coding::read_varint(r)?, coding::read_opt(r)?)
+        } else {
+            (0, None)
+        };
         if frame_end.is_some_and(|end| end < frame_start) {
             return Err(DecodeError::InvalidSubscribeLocation);
         }
-        Ok(Fetch { broadcast, track, priority, group, frame_start, frame_end })
+        Ok(Fetch {
+            broadcast,
+            track,
+            priority,
+            group,
+            frame_start,
+            frame_end,
+        })
     }
 }

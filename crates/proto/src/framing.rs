@@ -55,7 +55,10 @@ fn locate(buf: &[u8], at: usize, max: usize) -> Result<Option<(usize, usize)>, D
         return Ok(None);
     };
     if len > max as u64 {
-        return Err(DecodeError::TooLarge { len, max: max as u64 });
+        return Err(DecodeError::TooLarge {
+            len,
+            max: max as u64,
+        });
     }
     let start = at + n;
     let end = start + len as usize;
@@ -69,7 +72,11 @@ fn locate(buf: &[u8], at: usize, max: usize) -> Result<Option<(usize, usize)>, D
 ///
 /// Returns the message and the number of bytes it occupies. The limit is the smaller of
 /// `max` and `M::MAX_SIZE`.
-pub fn peek_message<M: Message>(buf: &[u8], version: Version, max: usize) -> Result<Option<(M, usize)>, DecodeError> {
+pub fn peek_message<M: Message>(
+    buf: &[u8],
+    version: Version,
+    max: usize,
+) -> Result<Option<(M, usize)>, DecodeError> {
     check_codec(version)?;
     let Some((start, end)) = locate(buf, 0, max.min(M::MAX_SIZE))? else {
         return Ok(None);
@@ -83,12 +90,19 @@ pub fn peek_message<M: Message>(buf: &[u8], version: Version, max: usize) -> Res
 /// Decode one `Len(i) | body` message from the front of `buf`, consuming it; `Ok(None)`
 /// (nothing consumed) until the whole message has arrived. Limit: `M::MAX_SIZE`
 /// (64 MiB; 64 KiB for SETUP).
-pub fn decode_message<M: Message>(buf: &mut BytesMut, version: Version) -> Result<Option<M>, DecodeError> {
+pub fn decode_message<M: Message>(
+    buf: &mut BytesMut,
+    version: Version,
+) -> Result<Option<M>, DecodeError> {
     decode_message_with_limit(buf, version, M::MAX_SIZE)
 }
 
 /// [`decode_message`] with a caller-chosen (tighter) body limit.
-pub fn decode_message_with_limit<M: Message>(buf: &mut BytesMut, version: Version, max: usize) -> Result<Option<M>, DecodeError> {
+pub fn decode_message_with_limit<M: Message>(
+    buf: &mut BytesMut,
+    version: Version,
+    max: usize,
+) -> Result<Option<M>, DecodeError> {
     let Some((msg, used)) = peek_message::<M>(buf, version, max)? else {
         return Ok(None);
     };
@@ -106,14 +120,21 @@ pub fn decode_message_from<M: Message>(r: &mut &[u8], version: Version) -> Resul
 
 /// Append `Len(i) | body`. Refuses a body over `M::MAX_SIZE` and anything the decoder
 /// would refuse.
-pub fn encode_message<M: Message>(msg: &M, version: Version, out: &mut BytesMut) -> Result<(), EncodeError> {
+pub fn encode_message<M: Message>(
+    msg: &M,
+    version: Version,
+    out: &mut BytesMut,
+) -> Result<(), EncodeError> {
     if !version.has_quic_varints() {
         return Err(EncodeError::Unsupported);
     }
     let mut body = Vec::new();
     msg.encode_body(&mut body, version)?;
     if body.len() > M::MAX_SIZE {
-        return Err(EncodeError::TooLarge { len: body.len() as u64, max: M::MAX_SIZE as u64 });
+        return Err(EncodeError::TooLarge {
+            len: body.len() as u64,
+            max: M::MAX_SIZE as u64,
+        });
     }
     varint::encode(body.len() as u64, out)?;
     out.extend_from_slice(&body);
@@ -122,7 +143,11 @@ pub fn encode_message<M: Message>(msg: &M, version: Version, out: &mut BytesMut)
 
 /// Look for a whole `Type(i) | Len(i) | body` message at the front of `buf` without
 /// consuming. The type is vetted by [`TypedMessage::check_type`] as soon as it arrives.
-pub fn peek_typed<M: TypedMessage>(buf: &[u8], version: Version, max: usize) -> Result<Option<(M, usize)>, DecodeError> {
+pub fn peek_typed<M: TypedMessage>(
+    buf: &[u8],
+    version: Version,
+    max: usize,
+) -> Result<Option<(M, usize)>, DecodeError> {
     check_codec(version)?;
     let Some((kind, n)) = varint::peek(buf) else {
         return Ok(None);
@@ -139,12 +164,19 @@ pub fn peek_typed<M: TypedMessage>(buf: &[u8], version: Version, max: usize) -> 
 
 /// Decode one typed message from the front of `buf`, consuming it; `Ok(None)` (nothing
 /// consumed) until the whole message has arrived.
-pub fn decode_typed<M: TypedMessage>(buf: &mut BytesMut, version: Version) -> Result<Option<M>, DecodeError> {
+pub fn decode_typed<M: TypedMessage>(
+    buf: &mut BytesMut,
+    version: Version,
+) -> Result<Option<M>, DecodeError> {
     decode_typed_with_limit(buf, version, M::MAX_SIZE)
 }
 
 /// [`decode_typed`] with a caller-chosen (tighter) body limit.
-pub fn decode_typed_with_limit<M: TypedMessage>(buf: &mut BytesMut, version: Version, max: usize) -> Result<Option<M>, DecodeError> {
+pub fn decode_typed_with_limit<M: TypedMessage>(
+    buf: &mut BytesMut,
+    version: Version,
+    max: usize,
+) -> Result<Option<M>, DecodeError> {
     let Some((msg, used)) = peek_typed::<M>(buf, version, max)? else {
         return Ok(None);
     };
@@ -153,21 +185,31 @@ pub fn decode_typed_with_limit<M: TypedMessage>(buf: &mut BytesMut, version: Ver
 }
 
 /// Decode one typed message from a slice that must hold all of it; advances `r`.
-pub fn decode_typed_from<M: TypedMessage>(r: &mut &[u8], version: Version) -> Result<M, DecodeError> {
+pub fn decode_typed_from<M: TypedMessage>(
+    r: &mut &[u8],
+    version: Version,
+) -> Result<M, DecodeError> {
     let (msg, used) = peek_typed::<M>(r, version, M::MAX_SIZE)?.ok_or(DecodeError::Truncated)?;
     *r = &r[used..];
     Ok(msg)
 }
 
 /// Append `Type(i) | Len(i) | body`.
-pub fn encode_typed<M: TypedMessage>(msg: &M, version: Version, out: &mut BytesMut) -> Result<(), EncodeError> {
+pub fn encode_typed<M: TypedMessage>(
+    msg: &M,
+    version: Version,
+    out: &mut BytesMut,
+) -> Result<(), EncodeError> {
     if !version.has_quic_varints() {
         return Err(EncodeError::Unsupported);
     }
     let mut body = Vec::new();
     let kind = msg.encode_typed_body(&mut body, version)?;
     if body.len() > M::MAX_SIZE {
-        return Err(EncodeError::TooLarge { len: body.len() as u64, max: M::MAX_SIZE as u64 });
+        return Err(EncodeError::TooLarge {
+            len: body.len() as u64,
+            max: M::MAX_SIZE as u64,
+        });
     }
     varint::encode(kind, out)?;
     varint::encode(body.len() as u64, out)?;

@@ -33,6 +33,8 @@ impl Message for Goaway {
         if len > MAX_GOAWAY_URI as u64 {
             return Err(DecodeError::BoundsExceeded("GOAWAY URI"));
         }
-        Ok(Goaway { uri: coding::read_str(r)?.to_string() })
+        Ok(Goaway {
+            uri: coding::read_str(r)?.to_string(),
+        })
     }
 }

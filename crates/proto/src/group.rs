@@ -40,8 +40,16 @@ impl Message for GroupHeader {
     fn decode_body(r: &mut &[u8], version: Version) -> Result<Self, DecodeError> {
         let subscribe_id = coding::read_varint(r)?;
         let sequence = coding::read_varint(r)?;
-        let frame_start = if version.has_frame_bounds() { coding::read_varint(r)? } else { 0 };
-        Ok(GroupHeader { subscribe_id, sequence, frame_start })
+        let frame_start = if version.has_frame_bounds() {
+            coding::read_varint(r)?
+        } else {
+            0
+        };
+        Ok(GroupHeader {
+            subscribe_id,
+            sequence,
+            frame_start,
+        })
     }
 }
 
@@ -62,7 +70,11 @@ fn check_frames(version: Version) -> bool {
 
 /// Look for a whole FRAME header at the front of `buf` without consuming; returns it and
 /// its length in bytes. A payload length over `max` is refused as soon as it is read.
-pub fn peek_frame_header(buf: &[u8], version: Version, max: u64) -> Result<Option<(FrameHeader, usize)>, DecodeError> {
+pub fn peek_frame_header(
+    buf: &[u8],
+    version: Version,
+    max: u64,
+) -> Result<Option<(FrameHeader, usize)>, DecodeError> {
     if !check_frames(version) {
         return Err(DecodeError::Unsupported);
     }
@@ -76,17 +88,30 @@ pub fn peek_frame_header(buf: &[u8], version: Version, max: u64) -> Result<Optio
     if size > max {
         return Err(DecodeError::FrameTooLarge { size, max });
     }
-    Ok(Some((FrameHeader { timestamp_delta: varint::zigzag_decode(zz), size }, n + m)))
+    Ok(Some((
+        FrameHeader {
+            timestamp_delta: varint::zigzag_decode(zz),
+            size,
+        },
+        n + m,
+    )))
 }
 
 /// Decode a FRAME header from the front of `buf`, consuming it; `Ok(None)` (nothing
 /// consumed) until both varints have arrived. Payload limit: [`MAX_FRAME_SIZE`].
-pub fn decode_frame_header(buf: &mut BytesMut, version: Version) -> Result<Option<FrameHeader>, DecodeError> {
+pub fn decode_frame_header(
+    buf: &mut BytesMut,
+    version: Version,
+) -> Result<Option<FrameHeader>, DecodeError> {
     decode_frame_header_with_limit(buf, version, MAX_FRAME_SIZE)
 }
 
 /// [`decode_frame_header`] with a caller-chosen (tighter) payload limit.
-pub fn decode_frame_header_with_limit(buf: &mut BytesMut, version: Version, max: u64) -> Result<Option<FrameHeader>, DecodeError> {
+pub fn decode_frame_header_with_limit(
+    buf: &mut BytesMut,
+    version: Version,
+    max: u64,
+) -> Result<Option<FrameHeader>, DecodeError> {
     let Some((header, used)) = peek_frame_header(buf, version, max)? else {
         return Ok(None);
     };
@@ -95,12 +120,19 @@ pub fn decode_frame_header_with_limit(buf: &mut BytesMut, version: Version, max:
 }
 
 /// Append a FRAME header (the caller appends the payload).
-pub fn encode_frame_header(header: &FrameHeader, version: Version, out: &mut BytesMut) -> Result<(), EncodeError> {
+pub fn encode_frame_header(
+    header: &FrameHeader,
+    version: Version,
+    out: &mut BytesMut,
+) -> Result<(), EncodeError> {
     if !check_frames(version) {
         return Err(EncodeError::Unsupported);
     }
     if header.size > MAX_FRAME_SIZE {
-        return Err(EncodeError::TooLarge { len: header.size, max: MAX_FRAME_SIZE });
+        return Err(EncodeError::TooLarge {
+            len: header.size,
+            max: MAX_FRAME_SIZE,
+        });
     }
     varint::encode(varint::zigzag_encode(header.timestamp_delta)?, out)?;
     varint::encode(header.size, out)?;

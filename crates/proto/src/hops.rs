@@ -153,8 +153,17 @@ mod tests {
     fn wire() {
         let mut r: &[u8] = &[0x01, 0x70, 0x39];
         assert_eq!(Hops::decode(&mut r).unwrap().as_slice(), &[12345]);
-        assert_eq!(Hops::decode(&mut &[33u8][..]), Err(DecodeError::BoundsExceeded("hops")));
-        assert_eq!(Hops::decode(&mut &[2u8, 5, 5][..]), Err(DecodeError::InvalidValue("repeated hop id")));
-        assert_eq!(Hops::decode(&mut &[2u8, 5][..]), Err(DecodeError::Truncated));
+        assert_eq!(
+            Hops::decode(&mut &[33u8][..]),
+            Err(DecodeError::BoundsExceeded("hops"))
+        );
+        assert_eq!(
+            Hops::decode(&mut &[2u8, 5, 5][..]),
+            Err(DecodeError::InvalidValue("repeated hop id"))
+        );
+        assert_eq!(
+            Hops::decode(&mut &[2u8, 5][..]),
+            Err(DecodeError::Truncated)
+        );
     }
 }

@@ -49,13 +49,14 @@ pub use datagram::Datagram;
 pub use error::{wt_decode, wt_encode, SessionCode, StreamCode};
 pub use fetch::Fetch;
 pub use framing::{
-    decode_message, decode_message_from, decode_message_with_limit, decode_typed, decode_typed_from,
-    decode_typed_with_limit, encode_message, encode_typed, peek_message, peek_typed, Message, TypedMessage,
+    decode_message, decode_message_from, decode_message_with_limit, decode_typed,
+    decode_typed_from, decode_typed_with_limit, encode_message, encode_typed, peek_message,
+    peek_typed, Message, TypedMessage,
 };
 pub use goaway::Goaway;
 pub use group::{
-    decode_frame_header, decode_frame_header_with_limit, encode_frame_header, peek_frame_header, FrameHeader,
-    GroupHeader,
+    decode_frame_header, decode_frame_header_with_limit, encode_frame_header, peek_frame_header,
+    FrameHeader, GroupHeader,
 };
 pub use hops::{Hops, HopsError};
 pub use path::{Path, PathError};

@@ -49,7 +49,11 @@ impl Path {
     pub fn new(s: &str) -> Result<Path, PathError> {
         let trimmed = s.trim_matches('/');
         if trimmed.contains("//") {
-            let joined = trimmed.split('/').filter(|p| !p.is_empty()).collect::<Vec<_>>().join("/");
+            let joined = trimmed
+                .split('/')
+                .filter(|p| !p.is_empty())
+                .collect::<Vec<_>>()
+                .join("/");
             Self::checked(&joined)
         } else {
             Self::checked(trimmed)
@@ -59,7 +63,9 @@ impl Path {
     /// Build from an already-normalized string, enforcing the bounds.
     fn checked(normalized: &str) -> Result<Path, PathError> {
         if normalized.len() > MAX_PATH_BYTES {
-            return Err(PathError::TooLong { len: normalized.len() });
+            return Err(PathError::TooLong {
+                len: normalized.len(),
+            });
         }
         let count = count_segments(normalized);
         if count > MAX_PATH_SEGMENTS {
@@ -239,9 +245,17 @@ mod tests {
         let ok = vec!["x"; MAX_PATH_SEGMENTS].join("/");
         assert_eq!(p(&ok).len_segments(), MAX_PATH_SEGMENTS);
         let bad = vec!["x"; MAX_PATH_SEGMENTS + 1].join("/");
-        assert_eq!(Path::new(&bad), Err(PathError::TooManySegments { count: 33 }));
+        assert_eq!(
+            Path::new(&bad),
+            Err(PathError::TooManySegments { count: 33 })
+        );
         let long = "y".repeat(MAX_PATH_BYTES + 1);
-        assert_eq!(Path::new(&long), Err(PathError::TooLong { len: MAX_PATH_BYTES + 1 }));
+        assert_eq!(
+            Path::new(&long),
+            Err(PathError::TooLong {
+                len: MAX_PATH_BYTES + 1
+            })
+        );
         assert!(p(&ok).join(&p("z")).is_err());
     }
 

@@ -30,7 +30,11 @@ impl Message for Probe {
 
     fn decode_body(r: &mut &[u8], version: Version) -> Result<Self, DecodeError> {
         let bitrate = coding::read_varint(r)?;
-        let rtt_ms = if version.has_probe_rtt() { coding::read_varint(r)? } else { 0 };
+        let rtt_ms = if version.has_probe_rtt() {
+            coding::read_varint(r)?
+        } else {
+            0
+        };
         Ok(Probe { bitrate, rtt_ms })
     }
 }

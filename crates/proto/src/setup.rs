@@ -199,7 +199,9 @@ impl Setup {
 
     /// Probe (0x1); `None` when absent.
     pub fn probe(&self) -> ProbeLevel {
-        self.varint(param::PROBE).map(ProbeLevel::from_code).unwrap_or_default()
+        self.varint(param::PROBE)
+            .map(ProbeLevel::from_code)
+            .unwrap_or_default()
     }
 
     /// Set Probe; `ProbeLevel::None` removes the parameter (moq-net omits it).
@@ -222,7 +224,9 @@ impl Setup {
     /// Set Path; `None` or `""` removes it (never send an empty Path).
     pub fn set_path(&mut self, path: Option<&str>) {
         match path {
-            Some(p) if !p.is_empty() => self.params.set(param::PATH, Bytes::copy_from_slice(p.as_bytes())),
+            Some(p) if !p.is_empty() => self
+                .params
+                .set(param::PATH, Bytes::copy_from_slice(p.as_bytes())),
             _ => {
                 self.params.remove(param::PATH);
             }
@@ -286,7 +290,9 @@ impl Setup {
 
     fn validate(params: &Parameters) -> Result<(), DecodeError> {
         for id in [param::PROBE, param::ROLE, param::COST, param::HOP] {
-            params.get_varint(id).map_err(|_| DecodeError::InvalidValue("SETUP varint parameter"))?;
+            params
+                .get_varint(id)
+                .map_err(|_| DecodeError::InvalidValue("SETUP varint parameter"))?;
         }
         if let Some(path) = params.get(param::PATH) {
             std::str::from_utf8(path).map_err(|_| DecodeError::InvalidUtf8)?;
@@ -354,11 +360,23 @@ mod tests {
         let mut w = Vec::new();
         assert!(s.encode_body(&mut w, Version::Lite06).is_err());
         let body = [1u8, 3, 2, 1, 2];
-        assert_eq!(Setup::decode_body(&mut &body[..], Version::Lite06), Err(DecodeError::InvalidValue("SETUP varint parameter")));
+        assert_eq!(
+            Setup::decode_body(&mut &body[..], Version::Lite06),
+            Err(DecodeError::InvalidValue("SETUP varint parameter"))
+        );
         let body = [2u8, 9, 0, 9, 0];
-        assert_eq!(Setup::decode_body(&mut &body[..], Version::Lite06), Err(DecodeError::DuplicateParameter(9)));
+        assert_eq!(
+            Setup::decode_body(&mut &body[..], Version::Lite06),
+            Err(DecodeError::DuplicateParameter(9))
+        );
         let body = [0x40u8, 65];
-        assert_eq!(Setup::decode_body(&mut &body[..], Version::Lite06), Err(DecodeError::TooManyParameters));
-        assert_eq!(Setup::decode_body(&mut &[0u8][..], Version::Lite04), Err(DecodeError::Unsupported));
+        assert_eq!(
+            Setup::decode_body(&mut &body[..], Version::Lite06),
+            Err(DecodeError::TooManyParameters)
+        );
+        assert_eq!(
+            Setup::decode_body(&mut &[0u8][..], Version::Lite04),
+            Err(DecodeError::Unsupported)
+        );
     }
 }

@@ -113,7 +113,10 @@ impl UniType {
     }
 }
 
-fn decode_type<T>(buf: &mut BytesMut, from: impl Fn(u64) -> Option<T>) -> Result<Option<T>, DecodeError> {
+fn decode_type<T>(
+    buf: &mut BytesMut,
+    from: impl Fn(u64) -> Option<T>,
+) -> Result<Option<T>, DecodeError> {
     let Some((code, n)) = varint::peek(buf) else {
         return Ok(None);
     };

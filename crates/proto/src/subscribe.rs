@@ -61,7 +61,9 @@ struct Tail {
 
 impl Tail {
     fn encode(&self, w: &mut Vec<u8>, version: Version) -> Result<(), EncodeError> {
-        if (self.frame_end.is_some() && self.group_end.is_none()) || (self.frame_start != 0 && self.group_start.is_none()) {
+        if (self.frame_end.is_some() && self.group_end.is_none())
+            || (self.frame_start != 0 && self.group_start.is_none())
+        {
             return Err(EncodeError::InvalidSubscribeLocation);
         }
         if !version.has_frame_bounds() && (self.frame_start != 0 || self.frame_end.is_some()) {
@@ -91,18 +93,34 @@ impl Tail {
             coding::read_u8(r)?; // retired Ordered byte, ignored
         }
         let max_age_ms = coding::read_varint(r)?;
-        let group_start = if version.resolves_start() { Some(coding::read_varint(r)?) } else { coding::read_opt(r)? };
+        let group_start = if version.resolves_start() {
+            Some(coding::read_varint(r)?)
+        } else {
+            coding::read_opt(r)?
+        };
         let group_end = coding::read_opt(r)?;
-        let (frame_start, frame_end) =
-            if version.has_frame_bounds() { (coding::read_varint(r)?, coding::read_opt(r)?) } else { (0, None) };
-        if (frame_end.is_some() && group_end.is_none()) || (frame_start != 0 && group_start.is_none()) {
+        let (frame_start, frame_end) = if version.has_frame_bounds() {
+            (coding::read_varint(r)?, coding::read_opt(r)?)
+        } else {
+            (0, None)
+        };
+        if (frame_end.is_some() && group_end.is_none())
+            || (frame_start != 0 && group_start.is_none())
+        {
             return Err(DecodeError::InvalidSubscribeLocation);
         }
         let group_start = match group_start {
             Some(0) if version.resolves_start() && frame_start == 0 => None,
             other => other,
         };
-        Ok(Tail { priority, max_age_ms, group_start, group_end, frame_start, frame_end })
+        Ok(Tail {
+            priority,
+            max_age_ms,
+            group_start,
+            group_end,
+            frame_start,
+            frame_end,
+        })
     }
 }
 
@@ -222,9 +240,17 @@ impl TypedMessage for SubscribeResponse {
     fn decode_typed_body(kind: u64, r: &mut &[u8], version: Version) -> Result<Self, DecodeError> {
         Self::check_type(kind, version)?;
         Ok(match kind {
-            SUBSCRIBE_START => Self::Start { group: coding::read_varint(r)? },
-            SUBSCRIBE_END => Self::End { group: coding::read_varint(r)? },
-            _ => Self::Drop { start: coding::read_varint(r)?, end: coding::read_varint(r)?, error: coding::read_varint(r)? },
+            SUBSCRIBE_START => Self::Start {
+                group: coding::read_varint(r)?,
+            },
+            SUBSCRIBE_END => Self::End {
+                group: coding::read_varint(r)?,
+            },
+            _ => Self::Drop {
+                start: coding::read_varint(r)?,
+                end: coding::read_varint(r)?,
+                error: coding::read_varint(r)?,
+            },
         })
     }
 }

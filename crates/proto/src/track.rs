@@ -25,7 +25,10 @@ impl Message for Track {
         if !version.has_track_stream() {
             return Err(DecodeError::Unsupported);
         }
-        Ok(Track { broadcast: Path::decode(r)?, track: coding::read_str(r)?.to_string() })
+        Ok(Track {
+            broadcast: Path::decode(r)?,
+            track: coding::read_str(r)?.to_string(),
+        })
     }
 }
 
@@ -43,7 +46,11 @@ pub struct TrackInfo {
 impl Default for TrackInfo {
     /// moq-net 0.3.18's defaults: priority 127, 5000 ms, timescale 1000.
     fn default() -> Self {
-        TrackInfo { priority: 127, max_age_ms: 5000, timescale: 1000 }
+        TrackInfo {
+            priority: 127,
+            max_age_ms: 5000,
+            timescale: 1000,
+        }
     }
 }
 
@@ -76,6 +83,10 @@ impl Message for TrackInfo {
         if timescale == 0 {
             return Err(DecodeError::InvalidValue("timescale"));
         }
-        Ok(TrackInfo { priority, max_age_ms, timescale })
+        Ok(TrackInfo {
+            priority,
+            max_age_ms,
+            timescale,
+        })
     }
 }

@@ -108,7 +108,15 @@ mod tests {
 
     #[test]
     fn boundaries() {
-        for (v, n) in [(0x3f, 1), (0x40, 2), (0x3fff, 2), (0x4000, 4), (0x3fff_ffff, 4), (0x4000_0000, 8), (MAX, 8)] {
+        for (v, n) in [
+            (0x3f, 1),
+            (0x40, 2),
+            (0x3fff, 2),
+            (0x4000, 4),
+            (0x3fff_ffff, 4),
+            (0x4000_0000, 8),
+            (MAX, 8),
+        ] {
             assert_eq!(encoded_len(v), Ok(n));
             assert_eq!(peek(&enc(v)), Some((v, n)));
         }
@@ -140,6 +148,9 @@ mod tests {
 
     fn hex(s: &str) -> Vec<u8> {
         let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
-        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
     }
 }

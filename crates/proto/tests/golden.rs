@@ -87,17 +87,48 @@ fn setup_unknown_parameters_are_kept() {
 
 #[test]
 fn announce_request() {
-    golden("01 00", V6, AnnounceRequest { prefix: Path::empty(), exclude_hop: 0 });
-    golden("02 00 00", V5, AnnounceRequest { prefix: Path::empty(), exclude_hop: 0 });
-    golden(&cat(&["0b", DEMO_CLOCK]), V6, AnnounceRequest { prefix: path("demo/clock"), exclude_hop: 0 });
+    golden(
+        "01 00",
+        V6,
+        AnnounceRequest {
+            prefix: Path::empty(),
+            exclude_hop: 0,
+        },
+    );
+    golden(
+        "02 00 00",
+        V5,
+        AnnounceRequest {
+            prefix: Path::empty(),
+            exclude_hop: 0,
+        },
+    );
+    golden(
+        &cat(&["0b", DEMO_CLOCK]),
+        V6,
+        AnnounceRequest {
+            prefix: path("demo/clock"),
+            exclude_hop: 0,
+        },
+    );
 }
 
 #[test]
 fn announce_ok() {
-    let ok = AnnounceOk { hop: 0x1A2B3C4D5E6F, active_count: 1 };
+    let ok = AnnounceOk {
+        hop: 0x1A2B3C4D5E6F,
+        active_count: 1,
+    };
     golden("09 c0001a2b3c4d5e6f 01", V6, ok);
     golden("09 c0001a2b3c4d5e6f 01", V5, ok);
-    golden("02 00 00", V6, AnnounceOk { hop: 0, active_count: 0 });
+    golden(
+        "02 00 00",
+        V6,
+        AnnounceOk {
+            hop: 0,
+            active_count: 0,
+        },
+    );
 }
 
 #[test]
@@ -106,17 +137,35 @@ fn announcements() {
     golden_t(
         &cat(&["00 10", DEMO_CLOCK, "01 7039 01 01"]),
         V6,
-        Announcement::Start { suffix: path("demo/clock"), hops: hops.clone(), cost: RouteCost::new(1) },
+        Announcement::Start {
+            suffix: path("demo/clock"),
+            hops: hops.clone(),
+            cost: RouteCost::new(1),
+        },
     );
-    golden_t("02 06 00 01 7039 03 03", V6, Announcement::Update { id: 0, hops, cost: RouteCost::new(3) });
+    golden_t(
+        "02 06 00 01 7039 03 03",
+        V6,
+        Announcement::Update {
+            id: 0,
+            hops,
+            cost: RouteCost::new(3),
+        },
+    );
     golden_t("01 01 00", V6, Announcement::End { id: 0 });
 }
 
 #[test]
 fn unknown_announcement_is_skipped_by_length() {
     let mut buf = BytesMut::from(&hex("07 03 aa bb cc 01 01 05")[..]);
-    assert_eq!(decode_typed::<Announcement>(&mut buf, V6).unwrap(), Some(Announcement::Unknown { kind: 7 }));
-    assert_eq!(decode_typed::<Announcement>(&mut buf, V6).unwrap(), Some(Announcement::End { id: 5 }));
+    assert_eq!(
+        decode_typed::<Announcement>(&mut buf, V6).unwrap(),
+        Some(Announcement::Unknown { kind: 7 })
+    );
+    assert_eq!(
+        decode_typed::<Announcement>(&mut buf, V6).unwrap(),
+        Some(Announcement::End { id: 5 })
+    );
     assert!(buf.is_empty());
     golden_t("07 00", V6, Announcement::Unknown { kind: 7 });
 }
@@ -125,13 +174,27 @@ fn unknown_announcement_is_skipped_by_length() {
 fn lite06_wip_announce_is_refused_on_06() {
     // The older note's 06-wip START has one cost varint; on 06 the cold half is missing.
     let wip = hex(&cat(&["00 0f", DEMO_CLOCK, "01 7039 00"]));
-    assert_eq!(decode_t::<Announcement>(&wip, V6), Err(DecodeError::Truncated));
+    assert_eq!(
+        decode_t::<Announcement>(&wip, V6),
+        Err(DecodeError::Truncated)
+    );
 }
 
 #[test]
 fn track_and_info() {
-    golden(&cat(&["13", DEMO_CLOCK, SECONDS]), V6, Track { broadcast: path("demo/clock"), track: "seconds".into() });
-    let info = TrackInfo { priority: 127, max_age_ms: 5000, timescale: 1000 };
+    golden(
+        &cat(&["13", DEMO_CLOCK, SECONDS]),
+        V6,
+        Track {
+            broadcast: path("demo/clock"),
+            track: "seconds".into(),
+        },
+    );
+    let info = TrackInfo {
+        priority: 127,
+        max_age_ms: 5000,
+        timescale: 1000,
+    };
     assert_eq!(info, TrackInfo::default());
     golden("05 7f 53 88 43 e8", V6, info);
     golden("06 7f 00 53 88 43 e8", V5, info);
@@ -142,7 +205,12 @@ fn subscribe_live_edge() {
     golden(
         &cat(&["1a 00", DEMO_CLOCK, SECONDS, "00 00 00 00 00 00"]),
         V6,
-        Subscribe { id: 0, broadcast: path("demo/clock"), track: "seconds".into(), ..Default::default() },
+        Subscribe {
+            id: 0,
+            broadcast: path("demo/clock"),
+            track: "seconds".into(),
+            ..Default::default()
+        },
     );
 }
 
@@ -167,7 +235,14 @@ fn subscribe_with_bounds() {
 
 #[test]
 fn subscribe_update() {
-    golden("06 05 00 00 00 00 00", V6, SubscribeUpdate { priority: 5, ..Default::default() });
+    golden(
+        "06 05 00 00 00 00 00",
+        V6,
+        SubscribeUpdate {
+            priority: 5,
+            ..Default::default()
+        },
+    );
 }
 
 #[test]
@@ -175,20 +250,51 @@ fn subscribe_responses() {
     for v in [V5, V6] {
         golden_t("00 01 01", v, SubscribeResponse::Start { group: 1 });
         golden_t("01 01 02", v, SubscribeResponse::End { group: 2 });
-        golden_t("02 03 03 04 00", v, SubscribeResponse::Drop { start: 3, end: 4, error: 0 });
+        golden_t(
+            "02 03 03 04 00",
+            v,
+            SubscribeResponse::Drop {
+                start: 3,
+                end: 4,
+                error: 0,
+            },
+        );
     }
-    assert_eq!(decode_t::<SubscribeResponse>(&hex("03 00"), V6), Err(DecodeError::UnknownType(3)));
+    assert_eq!(
+        decode_t::<SubscribeResponse>(&hex("03 00"), V6),
+        Err(DecodeError::UnknownType(3))
+    );
 }
 
 #[test]
 fn group_and_frames() {
-    golden("03 00 01 00", V6, GroupHeader { subscribe_id: 0, sequence: 1, frame_start: 0 });
+    golden(
+        "03 00 01 00",
+        V6,
+        GroupHeader {
+            subscribe_id: 0,
+            sequence: 1,
+            frame_start: 0,
+        },
+    );
     let mut buf = BytesMut::from(&hex("80 01 d4 c0 06 31 32 3a 33 34 3a 47 d0 02 35 36")[..]);
     let f1 = decode_frame_header(&mut buf, V6).unwrap().unwrap();
-    assert_eq!(f1, FrameHeader { timestamp_delta: 60_000, size: 6 });
+    assert_eq!(
+        f1,
+        FrameHeader {
+            timestamp_delta: 60_000,
+            size: 6
+        }
+    );
     assert_eq!(&buf.split_to(6)[..], b"12:34:");
     let f2 = decode_frame_header(&mut buf, V6).unwrap().unwrap();
-    assert_eq!(f2, FrameHeader { timestamp_delta: 1_000, size: 2 });
+    assert_eq!(
+        f2,
+        FrameHeader {
+            timestamp_delta: 1_000,
+            size: 2
+        }
+    );
     assert_eq!(&buf.split_to(2)[..], b"56");
     assert!(buf.is_empty());
     let mut out = BytesMut::new();
@@ -201,7 +307,14 @@ fn fetch() {
     golden(
         &cat(&["17", DEMO_CLOCK, SECONDS, "00 01 00 00"]),
         V6,
-        Fetch { broadcast: path("demo/clock"), track: "seconds".into(), priority: 0, group: 1, frame_start: 0, frame_end: None },
+        Fetch {
+            broadcast: path("demo/clock"),
+            track: "seconds".into(),
+            priority: 0,
+            group: 1,
+            frame_start: 0,
+            frame_end: None,
+        },
     );
 }
 
@@ -209,7 +322,15 @@ fn fetch() {
 fn datagram() {
     let bytes = bytes::Bytes::from(hex("00 02 80 01 d4 c0 78"));
     let d = Datagram::decode(&bytes, V6).unwrap();
-    assert_eq!(d, Datagram { subscribe_id: 0, sequence: 2, timestamp: 120_000, payload: bytes::Bytes::from_static(b"x") });
+    assert_eq!(
+        d,
+        Datagram {
+            subscribe_id: 0,
+            sequence: 2,
+            timestamp: 120_000,
+            payload: bytes::Bytes::from_static(b"x")
+        }
+    );
     let mut out = Vec::new();
     d.encode(V6, &mut out).unwrap();
     assert_eq!(out, bytes);
@@ -218,8 +339,22 @@ fn datagram() {
 
 #[test]
 fn probe() {
-    golden("05 80 26 25 a0 23", V6, Probe { bitrate: 2_500_000, rtt_ms: 35 });
-    golden("05 80 26 25 a0 23", V5, Probe { bitrate: 2_500_000, rtt_ms: 35 });
+    golden(
+        "05 80 26 25 a0 23",
+        V6,
+        Probe {
+            bitrate: 2_500_000,
+            rtt_ms: 35,
+        },
+    );
+    golden(
+        "05 80 26 25 a0 23",
+        V5,
+        Probe {
+            bitrate: 2_500_000,
+            rtt_ms: 35,
+        },
+    );
 }
 
 #[test]
@@ -229,7 +364,13 @@ fn goaway() {
 
 #[test]
 fn stream_types() {
-    for (byte, t) in [(0x01, BidiType::Announce), (0x02, BidiType::Subscribe), (0x03, BidiType::Fetch), (0x05, BidiType::Goaway), (0x06, BidiType::Track)] {
+    for (byte, t) in [
+        (0x01, BidiType::Announce),
+        (0x02, BidiType::Subscribe),
+        (0x03, BidiType::Fetch),
+        (0x05, BidiType::Goaway),
+        (0x06, BidiType::Track),
+    ] {
         let mut buf = BytesMut::from(&[byte][..]);
         assert_eq!(BidiType::decode(&mut buf).unwrap(), Some(t));
     }
@@ -242,11 +383,30 @@ fn stream_types() {
 
 #[test]
 fn wt_mapped_codes() {
-    assert_eq!(varint::to_vec(wt_encode(0)).unwrap(), hex("c0 00 52 e4 a4 0f a8 db"));
-    assert_eq!(varint::to_vec(wt_encode(StreamCode::Cancelled.to_code())).unwrap(), hex("c0 00 52 e4 a4 0f a8 dc"));
-    for (code, tail) in [(0x5, "a8 e0"), (0x12, "a8 ed"), (0x33, "a9 0f"), (0x34, "a9 10"), (0x35, "a9 11"), (0x36, "a9 12"), (0x37, "a9 13"), (0x38, "a9 14")] {
+    assert_eq!(
+        varint::to_vec(wt_encode(0)).unwrap(),
+        hex("c0 00 52 e4 a4 0f a8 db")
+    );
+    assert_eq!(
+        varint::to_vec(wt_encode(StreamCode::Cancelled.to_code())).unwrap(),
+        hex("c0 00 52 e4 a4 0f a8 dc")
+    );
+    for (code, tail) in [
+        (0x5, "a8 e0"),
+        (0x12, "a8 ed"),
+        (0x33, "a9 0f"),
+        (0x34, "a9 10"),
+        (0x35, "a9 11"),
+        (0x36, "a9 12"),
+        (0x37, "a9 13"),
+        (0x38, "a9 14"),
+    ] {
         let want = hex(&format!("c0 00 52 e4 a4 0f {tail}"));
-        assert_eq!(varint::to_vec(wt_encode(code)).unwrap(), want, "code {code:#x}");
+        assert_eq!(
+            varint::to_vec(wt_encode(code)).unwrap(),
+            want,
+            "code {code:#x}"
+        );
         assert_eq!(wt_decode(varint::peek(&want).unwrap().0), Some(code));
     }
 }
@@ -279,18 +439,38 @@ fn worked_example_lite06() {
     let (t, mut buf) = uni("01 0e 02 01 01 01 05 08 c0 00 1a 2b 3c 4d 5e 6f");
     assert_eq!(t, UniType::Setup);
     let s = decode_message::<Setup>(&mut buf, V6).unwrap().unwrap();
-    assert_eq!((s.probe(), s.hop()), (ProbeLevel::Report, Some(0x1A2B3C4D5E6F)));
+    assert_eq!(
+        (s.probe(), s.hop()),
+        (ProbeLevel::Report, Some(0x1A2B3C4D5E6F))
+    );
 
     // ③ ANNOUNCE_REQUEST ""
     let (t, mut buf) = bidi("01 01 00");
     assert_eq!(t, BidiType::Announce);
-    assert_eq!(decode_message::<AnnounceRequest>(&mut buf, V6).unwrap().unwrap().prefix, Path::empty());
+    assert_eq!(
+        decode_message::<AnnounceRequest>(&mut buf, V6)
+            .unwrap()
+            .unwrap()
+            .prefix,
+        Path::empty()
+    );
 
     // ④ ANNOUNCE_OK + START in one write
-    let mut buf = BytesMut::from(&hex("09 c0 00 1a 2b 3c 4d 5e 6f 01 00 10 0a 64 65 6d 6f 2f 63 6c 6f 63 6b 01 70 39 01 01")[..]);
+    let mut buf = BytesMut::from(
+        &hex("09 c0 00 1a 2b 3c 4d 5e 6f 01 00 10 0a 64 65 6d 6f 2f 63 6c 6f 63 6b 01 70 39 01 01")
+            [..],
+    );
     let ok = decode_message::<AnnounceOk>(&mut buf, V6).unwrap().unwrap();
-    assert_eq!(ok, AnnounceOk { hop: 0x1A2B3C4D5E6F, active_count: 1 });
-    let Announcement::Start { suffix, hops, cost } = decode_typed::<Announcement>(&mut buf, V6).unwrap().unwrap() else {
+    assert_eq!(
+        ok,
+        AnnounceOk {
+            hop: 0x1A2B3C4D5E6F,
+            active_count: 1
+        }
+    );
+    let Announcement::Start { suffix, hops, cost } =
+        decode_typed::<Announcement>(&mut buf, V6).unwrap().unwrap()
+    else {
         panic!("expected START");
     };
     assert_eq!(suffix, path("demo/clock"));
@@ -302,21 +482,51 @@ fn worked_example_lite06() {
     let (t, mut buf) = bidi("06 13 0a 64656d6f2f636c6f636b 07 7365636f6e6473");
     assert_eq!(t, BidiType::Track);
     let track = decode_message::<Track>(&mut buf, V6).unwrap().unwrap();
-    assert_eq!((track.broadcast.as_str(), track.track.as_str()), ("demo/clock", "seconds"));
-    golden("05 7f 53 88 43 e8", V6, TrackInfo { priority: 127, max_age_ms: 5000, timescale: 1000 });
+    assert_eq!(
+        (track.broadcast.as_str(), track.track.as_str()),
+        ("demo/clock", "seconds")
+    );
+    golden(
+        "05 7f 53 88 43 e8",
+        V6,
+        TrackInfo {
+            priority: 127,
+            max_age_ms: 5000,
+            timescale: 1000,
+        },
+    );
 
     // ⑦ SUBSCRIBE, ⑧ SUBSCRIBE_START
-    let (t, mut buf) = bidi("02 1a 00 0a 64 65 6d 6f 2f 63 6c 6f 63 6b 07 73 65 63 6f 6e 64 73 00 00 00 00 00 00");
+    let (t, mut buf) =
+        bidi("02 1a 00 0a 64 65 6d 6f 2f 63 6c 6f 63 6b 07 73 65 63 6f 6e 64 73 00 00 00 00 00 00");
     assert_eq!(t, BidiType::Subscribe);
     let sub = decode_message::<Subscribe>(&mut buf, V6).unwrap().unwrap();
-    assert_eq!((sub.group_start, sub.group_end, sub.frame_start, sub.frame_end, sub.max_age_ms), (None, None, 0, None, 0));
+    assert_eq!(
+        (
+            sub.group_start,
+            sub.group_end,
+            sub.frame_start,
+            sub.frame_end,
+            sub.max_age_ms
+        ),
+        (None, None, 0, None, 0)
+    );
     golden_t("00 01 01", V6, SubscribeResponse::Start { group: 1 });
 
     // ⑨ GROUP + FRAMEs
     let (t, mut buf) = uni("00 03 00 01 00 80 01 d4 c0 06 31 32 3a 33 34 3a 47 d0 02 35 36");
     assert_eq!(t, UniType::Group);
-    let g = decode_message::<GroupHeader>(&mut buf, V6).unwrap().unwrap();
-    assert_eq!(g, GroupHeader { subscribe_id: 0, sequence: 1, frame_start: 0 });
+    let g = decode_message::<GroupHeader>(&mut buf, V6)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        g,
+        GroupHeader {
+            subscribe_id: 0,
+            sequence: 1,
+            frame_start: 0
+        }
+    );
     let mut ts = 0i64;
     let mut stamps = vec![];
     while let Some(f) = decode_frame_header(&mut buf, V6).unwrap() {
@@ -328,13 +538,31 @@ fn worked_example_lite06() {
 
     // Ending: SUBSCRIBE_END exclusive 2, reset code 1 mapped.
     golden_t("01 01 02", V6, SubscribeResponse::End { group: 2 });
-    assert_eq!(varint::to_vec(wt_encode(1)).unwrap(), hex("c0 00 52 e4 a4 0f a8 dc"));
+    assert_eq!(
+        varint::to_vec(wt_encode(1)).unwrap(),
+        hex("c0 00 52 e4 a4 0f a8 dc")
+    );
     assert_eq!(SessionCode::from_code(0), SessionCode::NoError);
 
     // Later UPDATE / END, and the no-Role announce exchange.
-    golden_t("02 06 00 01 70 39 03 03", V6, Announcement::Update { id: 0, hops: Hops::from_vec(vec![12345]).unwrap(), cost: RouteCost::new(3) });
+    golden_t(
+        "02 06 00 01 70 39 03 03",
+        V6,
+        Announcement::Update {
+            id: 0,
+            hops: Hops::from_vec(vec![12345]).unwrap(),
+            cost: RouteCost::new(3),
+        },
+    );
     golden_t("01 01 00", V6, Announcement::End { id: 0 });
-    golden("02 00 00", V6, AnnounceOk { hop: 0, active_count: 0 });
+    golden(
+        "02 00 00",
+        V6,
+        AnnounceOk {
+            hop: 0,
+            active_count: 0,
+        },
+    );
 }
 
 // ---- lite-05, moq-lite-05-and-older.md §7 ----------------------------------------------
@@ -347,57 +575,151 @@ fn worked_example_lite05() {
 
     let path_setup = hex("13 02 02 0d 2f 61 6e 6f 6e 3f 6a 77 74 3d 61 62 63 03 01 02");
     let s: Setup = decode(&path_setup, V5).unwrap();
-    assert_eq!((s.path(), s.role()), (Some("/anon?jwt=abc"), Some(Role::Subscriber)));
+    assert_eq!(
+        (s.path(), s.role()),
+        (Some("/anon?jwt=abc"), Some(Role::Subscriber))
+    );
     assert_eq!(encode(&s, V5), path_setup);
 
-    golden(&cat(&["11", DEMO_CLOCK, VIDEO]), V5, Track { broadcast: path("demo/clock"), track: "video".into() });
-    golden("08 00 00 53 88 80 0f 42 40", V5, TrackInfo { priority: 0, max_age_ms: 5000, timescale: 1_000_000 });
+    golden(
+        &cat(&["11", DEMO_CLOCK, VIDEO]),
+        V5,
+        Track {
+            broadcast: path("demo/clock"),
+            track: "video".into(),
+        },
+    );
+    golden(
+        "08 00 00 53 88 80 0f 42 40",
+        V5,
+        TrackInfo {
+            priority: 0,
+            max_age_ms: 5000,
+            timescale: 1_000_000,
+        },
+    );
 
     golden(
         &cat(&["18 00", DEMO_CLOCK, VIDEO, "02 00 41 f4 00 00"]),
         V5,
-        Subscribe { id: 0, broadcast: path("demo/clock"), track: "video".into(), priority: 2, max_age_ms: 500, ..Default::default() },
+        Subscribe {
+            id: 0,
+            broadcast: path("demo/clock"),
+            track: "video".into(),
+            priority: 2,
+            max_age_ms: 500,
+            ..Default::default()
+        },
     );
-    golden("06 05 00 41 f4 00 00", V5, SubscribeUpdate { priority: 5, max_age_ms: 500, ..Default::default() });
+    golden(
+        "06 05 00 41 f4 00 00",
+        V5,
+        SubscribeUpdate {
+            priority: 5,
+            max_age_ms: 500,
+            ..Default::default()
+        },
+    );
     golden_t("00 01 2a", V5, SubscribeResponse::Start { group: 42 });
     golden_t("01 01 2b", V5, SubscribeResponse::End { group: 43 });
 
     let (t, mut buf) = uni("00 02 00 2a 80 98 96 80 04 66 72 6d 31 80 01 04 6a 04 66 72 6d 32");
     assert_eq!(t, UniType::Group);
-    assert_eq!(decode_message::<GroupHeader>(&mut buf, V5).unwrap().unwrap(), GroupHeader { subscribe_id: 0, sequence: 42, frame_start: 0 });
+    assert_eq!(
+        decode_message::<GroupHeader>(&mut buf, V5)
+            .unwrap()
+            .unwrap(),
+        GroupHeader {
+            subscribe_id: 0,
+            sequence: 42,
+            frame_start: 0
+        }
+    );
     let mut ts = 0i64;
     let mut frames = vec![];
     while let Some(f) = decode_frame_header(&mut buf, V5).unwrap() {
         ts += f.timestamp_delta;
         frames.push((ts, buf.split_to(f.size as usize).to_vec()));
     }
-    assert_eq!(frames, [(5_000_000, b"frm1".to_vec()), (5_033_333, b"frm2".to_vec())]);
+    assert_eq!(
+        frames,
+        [(5_000_000, b"frm1".to_vec()), (5_033_333, b"frm2".to_vec())]
+    );
     let mut out = BytesMut::new();
-    encode_frame_header(&FrameHeader { timestamp_delta: 33_333, size: 4 }, V5, &mut out).unwrap();
+    encode_frame_header(
+        &FrameHeader {
+            timestamp_delta: 33_333,
+            size: 4,
+        },
+        V5,
+        &mut out,
+    )
+    .unwrap();
     assert_eq!(&out[..], &hex("80 01 04 6a 04")[..]);
 
     // Announce stream.
     let (t, mut buf) = bidi("01 02 00 00");
     assert_eq!(t, BidiType::Announce);
-    assert_eq!(decode_message::<AnnounceRequest>(&mut buf, V5).unwrap().unwrap(), AnnounceRequest::default());
-    golden("09 c0 00 1a 2b 3c 4d 5e 6f 01", V5, AnnounceOk { hop: 0x1A2B3C4D5E6F, active_count: 1 });
+    assert_eq!(
+        decode_message::<AnnounceRequest>(&mut buf, V5)
+            .unwrap()
+            .unwrap(),
+        AnnounceRequest::default()
+    );
+    golden(
+        "09 c0 00 1a 2b 3c 4d 5e 6f 01",
+        V5,
+        AnnounceOk {
+            hop: 0x1A2B3C4D5E6F,
+            active_count: 1,
+        },
+    );
     golden(
         &cat(&["0f 01", DEMO_CLOCK, "01 70 39"]),
         V5,
-        Announce { status: AnnounceStatus::Active, suffix: path("demo/clock"), hops: Hops::from_vec(vec![12345]).unwrap() },
+        Announce {
+            status: AnnounceStatus::Active,
+            suffix: path("demo/clock"),
+            hops: Hops::from_vec(vec![12345]).unwrap(),
+        },
     );
-    golden(&cat(&["0d 00", DEMO_CLOCK, "00"]), V5, Announce { status: AnnounceStatus::Ended, suffix: path("demo/clock"), hops: Hops::new() });
+    golden(
+        &cat(&["0d 00", DEMO_CLOCK, "00"]),
+        V5,
+        Announce {
+            status: AnnounceStatus::Ended,
+            suffix: path("demo/clock"),
+            hops: Hops::new(),
+        },
+    );
 
     // Other messages.
     golden(
         &cat(&["13", DEMO_CLOCK, VIDEO, "02 29"]),
         V5,
-        Fetch { broadcast: path("demo/clock"), track: "video".into(), priority: 2, group: 41, frame_start: 0, frame_end: None },
+        Fetch {
+            broadcast: path("demo/clock"),
+            track: "video".into(),
+            priority: 2,
+            group: 41,
+            frame_start: 0,
+            frame_end: None,
+        },
     );
-    golden("05 80 26 25 a0 23", V5, Probe { bitrate: 2_500_000, rtt_ms: 35 });
+    golden(
+        "05 80 26 25 a0 23",
+        V5,
+        Probe {
+            bitrate: 2_500_000,
+            rtt_ms: 35,
+        },
+    );
     let dg = bytes::Bytes::from(hex("00 2b 80 4d 4f aa 64 67 72 6d"));
     let d = Datagram::decode(&dg, V5).unwrap();
-    assert_eq!((d.subscribe_id, d.sequence, d.timestamp, &d.payload[..]), (0, 43, 5_066_666, &b"dgrm"[..]));
+    assert_eq!(
+        (d.subscribe_id, d.sequence, d.timestamp, &d.payload[..]),
+        (0, 43, 5_066_666, &b"dgrm"[..])
+    );
     let mut out = Vec::new();
     d.encode(V5, &mut out).unwrap();
     assert_eq!(out, dg);
@@ -409,8 +731,14 @@ fn worked_example_lite05() {
 fn lite07_is_unsupported() {
     let v = Version::Lite07Wip;
     let mut buf = BytesMut::from(&hex("05 7f 9388 83e8")[..]);
-    assert_eq!(decode_message::<TrackInfo>(&mut buf, v), Err(DecodeError::Unsupported));
+    assert_eq!(
+        decode_message::<TrackInfo>(&mut buf, v),
+        Err(DecodeError::Unsupported)
+    );
     let mut out = BytesMut::new();
-    assert_eq!(encode_message(&TrackInfo::default(), v, &mut out), Err(EncodeError::Unsupported));
+    assert_eq!(
+        encode_message(&TrackInfo::default(), v, &mut out),
+        Err(EncodeError::Unsupported)
+    );
     assert!(out.is_empty());
 }

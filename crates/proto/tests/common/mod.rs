@@ -9,8 +9,11 @@ use starling_proto::*;
 /// Parse hex, ignoring whitespace and `|` separators.
 pub fn hex(s: &str) -> Vec<u8> {
     let s: String = s.chars().filter(|c| c.is_ascii_hexdigit()).collect();
-    assert!(s.len() % 2 == 0, "odd hex length: {s}");
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+    assert!(s.len() & 1 == 0, "odd hex length: {s}");
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
 }
 
 pub fn path(s: &str) -> Path {
@@ -47,13 +50,21 @@ pub fn decode_t<M: TypedMessage>(bytes: &[u8], v: Version) -> Result<M, DecodeEr
 /// `bytes` decodes to `expected`, and `expected` encodes back to `bytes`.
 pub fn golden<M: Message + PartialEq + Debug>(bytes: &str, v: Version, expected: M) {
     let bytes = hex(bytes);
-    assert_eq!(decode::<M>(&bytes, v).unwrap(), expected, "decode of {bytes:02x?}");
+    assert_eq!(
+        decode::<M>(&bytes, v).unwrap(),
+        expected,
+        "decode of {bytes:02x?}"
+    );
     assert_eq!(encode(&expected, v), bytes, "encode of {expected:?}");
 }
 
 pub fn golden_t<M: TypedMessage + PartialEq + Debug>(bytes: &str, v: Version, expected: M) {
     let bytes = hex(bytes);
-    assert_eq!(decode_t::<M>(&bytes, v).unwrap(), expected, "decode of {bytes:02x?}");
+    assert_eq!(
+        decode_t::<M>(&bytes, v).unwrap(),
+        expected,
+        "decode of {bytes:02x?}"
+    );
     assert_eq!(encode_t(&expected, v), bytes, "encode of {expected:?}");
 }
 
@@ -89,7 +100,8 @@ pub fn stable<M: Message + PartialEq + Debug>(bytes: &[u8], v: Version) {
     let mut buf = BytesMut::from(bytes);
     if let Ok(Some(m)) = decode_message::<M>(&mut buf, v) {
         let mut out = BytesMut::new();
-        encode_message(&m, v, &mut out).unwrap_or_else(|e| panic!("decoded {m:?} but cannot re-encode: {e}"));
+        encode_message(&m, v, &mut out)
+            .unwrap_or_else(|e| panic!("decoded {m:?} but cannot re-encode: {e}"));
         let mut again = out.clone();
         let m2 = decode_message::<M>(&mut again, v).unwrap().unwrap();
         assert_eq!(m, m2);
@@ -102,7 +114,8 @@ pub fn stable_t<M: TypedMessage + PartialEq + Debug>(bytes: &[u8], v: Version) {
     let mut buf = BytesMut::from(bytes);
     if let Ok(Some(m)) = decode_typed::<M>(&mut buf, v) {
         let mut out = BytesMut::new();
-        encode_typed(&m, v, &mut out).unwrap_or_else(|e| panic!("decoded {m:?} but cannot re-encode: {e}"));
+        encode_typed(&m, v, &mut out)
+            .unwrap_or_else(|e| panic!("decoded {m:?} but cannot re-encode: {e}"));
         let mut again = out.clone();
         let m2 = decode_typed::<M>(&mut again, v).unwrap().unwrap();
         assert_eq!(m, m2);

@@ -1,0 +1,178 @@
+//! The relay process core: listeners, the accept loop, and one task per session.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use starling_model::Origin;
+use starling_net::{
+    certificate_router, serve_http, Accepted, QuicTransport, Server, ServerConfig, TlsCertificate,
+};
+use starling_proto::{SessionCode, Version};
+use starling_session::{random_hop, Accepting, SessionConfig};
+use starling_transport::Transport;
+
+use crate::admission::Admission;
+use crate::config::{RelayConfig, TlsSource};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RelayError {
+    #[error("tls: {0}")]
+    Tls(#[from] starling_net::TlsError),
+    #[error("quic listener: {0}")]
+    Server(#[from] starling_net::ServerError),
+    #[error("http listener: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// A bound relay; `run` serves until the process ends.
+pub struct Relay {
+    server: Server,
+    http: Option<tokio::net::TcpListener>,
+    fingerprint: String,
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    origin: Origin,
+    hop: u64,
+    config: RelayConfig,
+    admission: Admission,
+}
+
+impl Relay {
+    pub async fn bind(config: RelayConfig) -> Result<Self, RelayError> {
+        let certificate = match &config.tls {
+            TlsSource::Files { cert, key } => TlsCertificate::load_pem(cert, key)?,
+            TlsSource::Generate(hosts) => TlsCertificate::self_signed(hosts)?,
+        };
+        let fingerprint = certificate.fingerprint_hex();
+        let alpns: Vec<&str> = config.versions.iter().map(|v| v.alpn()).collect();
+        let server = Server::bind(
+            ServerConfig::new(certificate)
+                .with_bind(config.bind)
+                .with_alpns(&alpns),
+        )?;
+        let http = if config.http {
+            let port = server.local_addr()?.port();
+            let mut addr = config.bind;
+            addr.set_port(port);
+            Some(bind_tcp(addr).await?)
+        } else {
+            None
+        };
+        Ok(Relay {
+            server,
+            http,
+            fingerprint,
+            inner: Arc::new(Inner {
+                origin: Origin::new(),
+                hop: random_hop(),
+                config,
+                admission: Admission,
+            }),
+        })
+    }
+
+    /// The UDP address sessions connect to (the TCP port has the same number).
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.server.local_addr()
+    }
+
+    /// Hex SHA-256 of the certificate, as served at `/certificate.sha256`.
+    pub fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+
+    pub fn origin(&self) -> &Origin {
+        &self.inner.origin
+    }
+
+    /// Serve until the listener closes.
+    pub async fn run(self) -> Result<(), RelayError> {
+        if let Some(listener) = self.http {
+            let router = certificate_router(self.fingerprint.clone());
+            tokio::spawn(async move {
+                if let Err(err) = serve_http(listener, router).await {
+                    tracing::warn!(%err, "http listener ended");
+                }
+            });
+        }
+        while let Some(accepted) = self.server.accept().await {
+            let inner = self.inner.clone();
+            tokio::spawn(async move { inner.serve(accepted).await });
+        }
+        Ok(())
+    }
+}
+
+async fn bind_tcp(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv6() {
+        tokio::net::TcpSocket::new_v6()?
+    } else {
+        tokio::net::TcpSocket::new_v4()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(1024)
+}
+
+impl Inner {
+    async fn serve(self: Arc<Self>, accepted: Accepted) {
+        let remote = accepted.remote;
+        let Some(version) = accepted.protocol.as_deref().and_then(Version::from_alpn) else {
+            accepted.transport.close(
+                SessionCode::VersionNegotiationFailed.to_code(),
+                "no common version",
+            );
+            return;
+        };
+        let binding = accepted.binding;
+        let accepting: Accepting<QuicTransport> = match Accepting::new(
+            accepted.transport,
+            version,
+            self.config.session_limits.handshake_timeout,
+        )
+        .await
+        {
+            Ok(accepting) => accepting,
+            Err(err) => {
+                tracing::debug!(%remote, %err, "handshake failed");
+                return;
+            }
+        };
+        // WebTransport names its target in the CONNECT URL; raw QUIC in the SETUP Path.
+        let target = accepted
+            .path
+            .clone()
+            .or_else(|| accepting.setup().path.clone());
+        let grant = match self
+            .admission
+            .admit(target.as_deref(), accepting.setup().role)
+        {
+            Ok(grant) => grant,
+            Err(_) => {
+                accepting.reject(SessionCode::Unauthorized, "refused");
+                return;
+            }
+        };
+        let mut config = SessionConfig::new(self.hop);
+        config.root = grant.root.clone();
+        config.limits = self.config.session_limits.clone();
+        if grant.subscribe {
+            config.publish = Some(self.origin.clone());
+        }
+        if grant.publish {
+            config.consume = Some(self.origin.clone());
+        }
+        let session = match accepting.start(config).await {
+            Ok(session) => session,
+            Err(err) => {
+                tracing::debug!(%remote, %err, "session start failed");
+                return;
+            }
+        };
+        tracing::info!(%remote, %version, binding = binding.as_str(), root = %grant.root, "session");
+        let err = session.closed().await;
+        tracing::info!(%remote, %err, "session closed");
+    }
+}

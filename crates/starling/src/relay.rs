@@ -1,0 +1,145 @@
+//! `starling relay`: flags and an optional TOML file into a `RelayConfig`, then serve.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+use serde::Deserialize;
+use starling_proto::Version;
+use starling_relay::{Relay, RelayConfig, TlsSource};
+
+#[derive(Args, Debug, Default)]
+pub struct RelayArgs {
+    /// TOML configuration file; flags override its values.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// UDP address for QUIC and WebTransport; HTTP binds the same TCP port. Default [::]:4443.
+    #[arg(long)]
+    bind: Option<SocketAddr>,
+    /// PEM certificate chain (with --tls-key).
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key (with --tls-cert).
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Generate a self-signed certificate for these hostnames (default: localhost).
+    #[arg(long, value_delimiter = ',')]
+    tls_generate: Vec<String>,
+    /// Versions served, most preferred first.
+    #[arg(long = "listen-version", value_delimiter = ',')]
+    versions: Vec<Version>,
+}
+
+/// The TOML file's shape.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    bind: Option<SocketAddr>,
+    #[serde(default)]
+    tls: FileTls,
+    #[serde(default)]
+    versions: Vec<String>,
+}
+
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct FileTls {
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+    #[serde(default)]
+    generate: Vec<String>,
+}
+
+fn build(args: RelayArgs) -> anyhow::Result<RelayConfig> {
+    let file: FileConfig = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?
+        }
+        None => FileConfig::default(),
+    };
+    let mut config = RelayConfig::default();
+    if let Some(bind) = args.bind.or(file.bind) {
+        config.bind = bind;
+    }
+    let cert = args.tls_cert.or(file.tls.cert);
+    let key = args.tls_key.or(file.tls.key);
+    let generate = if args.tls_generate.is_empty() {
+        file.tls.generate
+    } else {
+        args.tls_generate
+    };
+    config.tls = match (cert, key) {
+        (Some(cert), Some(key)) => TlsSource::Files { cert, key },
+        (None, None) if !generate.is_empty() => TlsSource::Generate(generate),
+        (None, None) => TlsSource::Generate(vec!["localhost".into()]),
+        _ => anyhow::bail!("tls cert and key go together"),
+    };
+    let versions = if args.versions.is_empty() {
+        file.versions
+            .iter()
+            .map(|v| v.parse::<Version>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| anyhow::anyhow!("{e}"))?
+    } else {
+        args.versions
+    };
+    if !versions.is_empty() {
+        config.versions = versions;
+    }
+    Ok(config)
+}
+
+pub async fn run(args: RelayArgs) -> anyhow::Result<()> {
+    let config = build(args)?;
+    let relay = Relay::bind(config).await?;
+    let addr = relay.local_addr()?;
+    tracing::info!(%addr, fingerprint = relay.fingerprint(), "relay listening (QUIC, WebTransport, HTTP)");
+    tokio::select! {
+        result = relay.run() => result?,
+        _ = tokio::signal::ctrl_c() => tracing::info!("shutting down"),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_run_with_no_configuration() {
+        let config = build(RelayArgs::default()).unwrap();
+        assert_eq!(config.bind, "[::]:4443".parse().unwrap());
+        assert!(matches!(config.tls, TlsSource::Generate(ref h) if h == &["localhost"]));
+        assert_eq!(config.versions, Version::SUPPORTED);
+    }
+
+    #[test]
+    fn toml_file_is_read_and_flags_override() {
+        let dir = std::env::temp_dir().join(format!("starling-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("relay.toml");
+        std::fs::write(
+            &file,
+            "bind = \"127.0.0.1:5000\"\nversions = [\"moq-lite-05\"]\n[tls]\ngenerate = [\"relay.test\"]\n",
+        )
+        .unwrap();
+        let config = build(RelayArgs {
+            config: Some(file.clone()),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(config.bind, "127.0.0.1:5000".parse().unwrap());
+        assert_eq!(config.versions, vec![Version::Lite05]);
+        assert!(matches!(config.tls, TlsSource::Generate(ref h) if h == &["relay.test"]));
+        let config = build(RelayArgs {
+            config: Some(file),
+            bind: Some("127.0.0.1:6000".parse().unwrap()),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(config.bind, "127.0.0.1:6000".parse().unwrap());
+    }
+}
