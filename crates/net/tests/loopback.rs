@@ -229,7 +229,7 @@ async fn raw_quic_streams_codes_and_close() {
     exercise(connected.transport, accepted.transport).await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn webtransport_streams_codes_and_close() {
     let server = server();
     let client = pinned_client(&server, &[MOQ_LITE_06, MOQ_LITE_05]);
@@ -385,7 +385,7 @@ async fn raw_quic_stream_codes_use_the_webtransport_mapping_on_the_wire() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_close_reaches_both_bindings() {
     let server = server();
     let client = pinned_client(&server, &[MOQ_LITE_06]);

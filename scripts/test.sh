@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The whole test suite, on a fresh machine: installs the reference peers (cached under
+# $HOME/.cache/starling), then checks formatting and lints, then runs every test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/install-peers.sh
+CACHE="${STARLING_CACHE:-$HOME/.cache/starling}"
+export STARLING_MOQ_RELAY="$CACHE/moq-relay-0.17.10/bin/moq-relay"
+export STARLING_MOQ_CLI="$CACHE/moq-cli-0.14.10/bin/moq"
+
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo test --workspace --locked
