@@ -37,3 +37,103 @@ async fn lite06_publish_through_relay() {
 async fn lite05_publish_through_relay() {
     publish_and_receive(Version::Lite05).await;
 }
+
+async fn wait_announced(origin: &starling_model::Origin, name: &str, present: bool) {
+    let interest = origin.interest(starling_proto::Path::empty()).unwrap();
+    let mut changed = Vec::new();
+    loop {
+        if origin.route(&path(name), None).is_some() == present {
+            return;
+        }
+        tokio::time::timeout(TIMEOUT, interest.changed(&mut changed))
+            .await
+            .expect("announce change in time");
+    }
+}
+
+#[tokio::test]
+async fn announce_then_unannounce_reaches_subscribers() {
+    for version in [Version::Lite06, Version::Lite05] {
+        let relay = Relay::new();
+        let sub = subscriber(&relay, version).await;
+        let publisher = publisher(&relay, version, "room/alice", &["video"]).await;
+        wait_announced(&sub.origin, "room/alice", true).await;
+        // The chain names the publisher first, then the relay.
+        let route = sub.origin.route(&path("room/alice"), None).unwrap();
+        assert_eq!(route.route.hops.len(), 2, "{version}");
+        assert_eq!(route.route.hops[1], relay.hop);
+        drop(publisher.route);
+        wait_announced(&sub.origin, "room/alice", false).await;
+        assert!(relay.origin.route(&path("room/alice"), None).is_none());
+    }
+}
+
+#[tokio::test]
+async fn prefix_interest_matches_whole_segments() {
+    let relay = Relay::new();
+    let _a = publisher(&relay, Version::Lite06, "room/alice", &["video"]).await;
+    let _b = publisher(&relay, Version::Lite06, "roomy/bob", &["video"]).await;
+    let _c = publisher(&relay, Version::Lite06, "other/carol", &["video"]).await;
+    let origin = starling_model::Origin::new();
+    let mut config = starling_session::SessionConfig::new(starling_session::random_hop());
+    config.consume = Some(origin.clone());
+    config.announce_prefixes = vec![path("room")];
+    let (_session, _) = relay.connect(Version::Lite06, config).await;
+    wait_announced(&origin, "room/alice", true).await;
+    // A later publisher under the prefix is heard too; lookalikes never.
+    let _d = publisher(&relay, Version::Lite06, "room/dave", &["video"]).await;
+    wait_announced(&origin, "room/dave", true).await;
+    let heard: Vec<String> = origin
+        .announced(&starling_proto::Path::empty(), None)
+        .into_iter()
+        .map(|a| a.path.to_string())
+        .collect();
+    assert_eq!(heard, vec!["room/alice", "room/dave"]);
+}
+
+#[tokio::test]
+async fn late_joiner_starts_at_the_latest_group() {
+    for version in [Version::Lite06, Version::Lite05] {
+        let relay = Relay::new();
+        let publisher = publisher(&relay, version, "room/alice", &["video"]).await;
+        let early = subscriber(&relay, version).await;
+        let mut early_track = early.track("room/alice", "video").await;
+        for seq in 0..3u64 {
+            let mut group = publisher.tracks[0].append_group().unwrap();
+            group.write_frame(frame(seq * 1000, &format!("g{seq}"))).unwrap();
+            group.finish();
+            let (got, frames) = read_group(&mut early_track).await;
+            assert_eq!((got, frames), (seq, vec![format!("g{seq}")]));
+        }
+        let late = subscriber(&relay, version).await;
+        let mut late_track = late.track("room/alice", "video").await;
+        let (seq, frames) = read_group(&mut late_track).await;
+        assert_eq!(seq, 2, "{version}: late joiner gets the latest group first");
+        assert_eq!(frames, vec!["g2"]);
+    }
+}
+
+#[tokio::test]
+async fn many_subscribers_share_one_upstream_which_ends_after_the_last_leaves() {
+    let relay = Relay::new();
+    let publisher = publisher(&relay, Version::Lite06, "room/alice", &["video"]).await;
+    let mut subs = Vec::new();
+    let mut tracks = Vec::new();
+    for _ in 0..10 {
+        let sub = subscriber(&relay, Version::Lite06).await;
+        tracks.push(sub.track("room/alice", "video").await);
+        subs.push(sub);
+    }
+    let mut group = publisher.tracks[0].append_group().unwrap();
+    group.write_frame(frame(0, "hello")).unwrap();
+    group.finish();
+    for track in &mut tracks {
+        assert_eq!(read_group(track).await, (0, vec!["hello".to_string()]));
+    }
+    // One upstream subscription however many viewers.
+    assert_eq!(publisher.tracks[0].consumers(), 1);
+    drop(tracks);
+    tokio::time::timeout(TIMEOUT, publisher.tracks[0].unused())
+        .await
+        .expect("upstream ends after the last viewer leaves");
+}
