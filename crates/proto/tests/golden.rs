@@ -749,20 +749,77 @@ fn lite07_is_unsupported() {
 fn older_versions_through_gates() {
     let v4 = Version::Lite04;
     let v3 = Version::Lite03;
-    golden("02 00 05", v4, AnnounceRequest { prefix: Path::empty(), exclude_hop: 5 });
-    golden("01 00", v3, AnnounceRequest { prefix: Path::empty(), exclude_hop: 0 });
-    golden("04 80 26 25 a0", v3, Probe { bitrate: 2_500_000, rtt_ms: 0 });
+    golden(
+        "02 00 05",
+        v4,
+        AnnounceRequest {
+            prefix: Path::empty(),
+            exclude_hop: 5,
+        },
+    );
+    golden(
+        "01 00",
+        v3,
+        AnnounceRequest {
+            prefix: Path::empty(),
+            exclude_hop: 0,
+        },
+    );
+    golden(
+        "04 80 26 25 a0",
+        v3,
+        Probe {
+            bitrate: 2_500_000,
+            rtt_ms: 0,
+        },
+    );
     let mut out = BytesMut::new();
-    assert_eq!(encode_message(&Probe { bitrate: 1, rtt_ms: 1 }, v3, &mut out), Err(EncodeError::Unsupported));
-    assert_eq!(encode_message(&Goaway::default(), v3, &mut out), Err(EncodeError::Unsupported));
+    assert_eq!(
+        encode_message(
+            &Probe {
+                bitrate: 1,
+                rtt_ms: 1
+            },
+            v3,
+            &mut out
+        ),
+        Err(EncodeError::Unsupported)
+    );
+    assert_eq!(
+        encode_message(&Goaway::default(), v3, &mut out),
+        Err(EncodeError::Unsupported)
+    );
     golden("01 00", v4, Goaway::default());
-    golden("02 00 2a", v4, GroupHeader { subscribe_id: 0, sequence: 42, frame_start: 0 });
-    assert_eq!(decode_t::<SubscribeResponse>(&hex("00 01 01"), v4), Err(DecodeError::Unsupported));
-    assert_eq!(decode::<AnnounceOk>(&hex("02 00 00"), v4), Err(DecodeError::Unsupported));
-    assert_eq!(decode::<Announce>(&hex("03 01 00 00"), v3), Err(DecodeError::Unsupported));
+    golden(
+        "02 00 2a",
+        v4,
+        GroupHeader {
+            subscribe_id: 0,
+            sequence: 42,
+            frame_start: 0,
+        },
+    );
+    assert_eq!(
+        decode_t::<SubscribeResponse>(&hex("00 01 01"), v4),
+        Err(DecodeError::Unsupported)
+    );
+    assert_eq!(
+        decode::<AnnounceOk>(&hex("02 00 00"), v4),
+        Err(DecodeError::Unsupported)
+    );
+    assert_eq!(
+        decode::<Announce>(&hex("03 01 00 00"), v3),
+        Err(DecodeError::Unsupported)
+    );
     let mut buf = BytesMut::from(&hex("00 04")[..]);
-    assert_eq!(decode_frame_header(&mut buf, v4), Err(DecodeError::Unsupported));
+    assert_eq!(
+        decode_frame_header(&mut buf, v4),
+        Err(DecodeError::Unsupported)
+    );
     assert!(Datagram::decode(&bytes::Bytes::from_static(&[0, 0, 0]), v4).is_err());
     // lite-04 has no restart status.
-    assert_eq!(decode::<Announce>(&hex("03 02 00 00"), v4), Err(DecodeError::InvalidValue("announce status")));
+    assert_eq!(
+        decode::<Announce>(&hex("03 02 00 00"), v4),
+        Err(DecodeError::InvalidValue("announce status"))
+    );
 }

@@ -42,10 +42,6 @@ impl<S: SendStream> Writer<S> {
         Ok(())
     }
 
-    pub fn queue_bytes(&mut self, bytes: &[u8]) {
-        self.buf.extend_from_slice(bytes);
-    }
-
     /// Write everything queued.
     pub async fn flush(&mut self) -> Result<(), Error> {
         if !self.buf.is_empty() {
@@ -85,10 +81,6 @@ impl<S: SendStream> Writer<S> {
 
     pub fn set_priority(&mut self, order: i32) {
         self.stream.set_priority(order);
-    }
-
-    pub async fn stopped(&mut self) -> Result<Option<u32>, Error> {
-        Ok(self.stream.stopped().await?)
     }
 }
 

@@ -14,7 +14,9 @@ fn stable<M: Message + PartialEq + Debug>(data: &[u8], v: Version) {
     if let Ok(Some(m)) = decode_message::<M>(&mut buf, v) {
         let mut out = BytesMut::new();
         encode_message(&m, v, &mut out).expect("decoded message must re-encode");
-        let again = decode_message::<M>(&mut out, v).expect("re-encoding decodes").expect("whole");
+        let again = decode_message::<M>(&mut out, v)
+            .expect("re-encoding decodes")
+            .expect("whole");
         assert_eq!(m, again);
         assert!(out.is_empty());
     }
@@ -25,7 +27,9 @@ fn stable_typed<M: TypedMessage + PartialEq + Debug>(data: &[u8], v: Version) {
     if let Ok(Some(m)) = decode_typed::<M>(&mut buf, v) {
         let mut out = BytesMut::new();
         encode_typed(&m, v, &mut out).expect("decoded message must re-encode");
-        let again = decode_typed::<M>(&mut out, v).expect("re-encoding decodes").expect("whole");
+        let again = decode_typed::<M>(&mut out, v)
+            .expect("re-encoding decodes")
+            .expect("whole");
         assert_eq!(m, again);
         assert!(out.is_empty());
     }

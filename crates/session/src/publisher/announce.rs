@@ -53,8 +53,6 @@ pub(crate) async fn announce<T: Transport>(
     let view = View {
         origin,
         prefix,
-        wire_prefix_len: request.prefix.len_segments(),
-        exclude,
         show_hidden: shared.config.cluster_peer || has_hidden(&request.prefix),
     };
 
@@ -131,8 +129,6 @@ pub(crate) async fn announce<T: Transport>(
 struct View {
     origin: Origin,
     prefix: Path,
-    wire_prefix_len: usize,
-    exclude: Option<u64>,
     show_hidden: bool,
 }
 
@@ -143,8 +139,6 @@ impl View {
 
     /// Hidden (dot-segment) paths below the requested prefix are not announced (spec §4.2).
     fn visible(&self, path: &Path) -> bool {
-        let _ = self.wire_prefix_len;
-        let _ = self.exclude;
         self.show_hidden || !has_hidden(&self.suffix(path))
     }
 }
