@@ -20,7 +20,7 @@ async fn moq_dev_through_starling(case: Case) -> anyhow::Result<()> {
         txs.pop().expect("one progress channel"),
     ));
     let published = publisher.publish(&plan, &mut gate).await;
-    let received = common::step("the moq-dev subscriber to finish", subscriber).await??;
+    let received = common::step("the moq-dev subscriber to finish", subscriber).await???;
     published?;
     plan.verify("moq-dev subscriber", &received)?;
     publisher.close();

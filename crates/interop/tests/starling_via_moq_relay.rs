@@ -26,7 +26,7 @@ async fn scenario(case: Case, relay: &MoqRelay) -> anyhow::Result<()> {
         txs.pop().expect("one progress channel"),
     ));
     let published = publisher.publish(&plan, &mut gate).await;
-    let received = common::step("the Starling subscriber to finish", subscriber).await??;
+    let received = common::step("the Starling subscriber to finish", subscriber).await???;
     published?;
     plan.verify("Starling subscriber", &received)?;
     publisher.close();

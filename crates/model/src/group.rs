@@ -213,6 +213,22 @@ impl GroupConsumer {
         }
     }
 
+    /// Ready with the code once the group was aborted or expired (never for a clean finish).
+    pub fn poll_aborted(&self, cx: &mut Context<'_>) -> Poll<StreamCode> {
+        let mut state = self.group.state.lock();
+        match state.end {
+            Some(Err(code)) => Poll::Ready(code),
+            _ => {
+                state.waiters.register(cx);
+                Poll::Pending
+            }
+        }
+    }
+
+    pub async fn aborted(&self) -> StreamCode {
+        poll_fn(|cx| self.poll_aborted(cx)).await
+    }
+
     pub async fn next_frame(&mut self) -> Result<Option<Frame>, StreamCode> {
         poll_fn(|cx| self.poll_frame(cx)).await
     }

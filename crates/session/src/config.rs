@@ -42,7 +42,7 @@ impl Default for SessionLimits {
             max_announces: 65536,
             max_requests: 1024,
             max_upstream_subscriptions: 4096,
-            max_inflight_groups: 4,
+            max_inflight_groups: 32,
             handshake_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(10),
             linger: Duration::from_millis(500),

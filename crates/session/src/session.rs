@@ -230,7 +230,12 @@ impl<T: Transport> Accepting<T> {
         let mut setup = Setup::new();
         setup.set_hop(Some(config.hop))?;
         send_setup(&self.transport, self.version, &setup).await?;
-        Ok(Session::run(self.transport, self.version, config, self.setup))
+        Ok(Session::run(
+            self.transport,
+            self.version,
+            config,
+            self.setup,
+        ))
     }
 }
 

@@ -100,7 +100,9 @@ async fn late_joiner_starts_at_the_latest_group() {
         let mut early_track = early.track("room/alice", "video").await;
         for seq in 0..3u64 {
             let mut group = publisher.tracks[0].append_group().unwrap();
-            group.write_frame(frame(seq * 1000, &format!("g{seq}"))).unwrap();
+            group
+                .write_frame(frame(seq * 1000, &format!("g{seq}")))
+                .unwrap();
             group.finish();
             let (got, frames) = read_group(&mut early_track).await;
             assert_eq!((got, frames), (seq, vec![format!("g{seq}")]));

@@ -4,9 +4,10 @@
 //! the publisher writes a one-frame "sync" group 0, waits until every subscriber has been handed
 //! group 0 (a subscriber starting at the live edge gets the latest group first, and group 0 stays
 //! the latest until group 1 exists), then writes data groups 1..=N. Before writing group g+1 it
-//! waits until every subscriber has been handed group g, so every subscriber must see groups
-//! 1..=N, each intact, in exactly that order; at most two group streams are in flight per
-//! subscription. All waits are on events, each bounded by [`STEP`].
+//! waits until every subscriber has read group g to its end, so every subscriber must see groups
+//! 1..=N, each intact, in exactly that order, whatever its Max Age (a live-edge subscriber may
+//! legitimately abandon a group once a newer one starts). All waits are on events, each bounded
+//! by [`STEP`].
 
 #![allow(dead_code)] // each test binary uses a different subset of the helpers
 
@@ -258,10 +259,10 @@ pub struct Received {
 // Progress: subscribers report each group handed to them; the publisher waits on every report.
 // ---------------------------------------------------------------------------------------------
 
-/// A subscriber's side: the highest group sequence handed to it so far.
+/// A subscriber's side: the highest group sequence it has read to the end so far.
 pub type ProgressTx = watch::Sender<Option<u64>>;
 
-/// The publisher's side: waits until every subscriber was handed a group.
+/// The publisher's side: waits until every subscriber has read a group to its end.
 pub struct Gate {
     subscribers: Vec<watch::Receiver<Option<u64>>>,
 }
@@ -273,7 +274,7 @@ pub fn progress(n: usize) -> (Vec<ProgressTx>, Gate) {
 }
 
 impl Gate {
-    /// Wait (bounded by [`STEP`]) until every subscriber was handed group `sequence`.
+    /// Wait (bounded by [`STEP`]) until every subscriber has read group `sequence` to its end.
     pub async fn all_reached(&mut self, sequence: u64) -> anyhow::Result<()> {
         let wait = async {
             for (i, rx) in self.subscribers.iter_mut().enumerate() {
@@ -485,7 +486,6 @@ async fn starling_read(
         if first {
             check_sync_first(sequence)?;
         }
-        progress.send_replace(Some(sequence));
         let mut frames = Vec::new();
         let mut error = None;
         loop {
@@ -501,6 +501,9 @@ async fn starling_read(
                 }
             }
         }
+        // Reported once the group ended (FIN or error), so the next group is written only
+        // after this one is complete here: groups never overlap in flight.
+        progress.send_replace(Some(sequence));
         if first {
             first = false;
             ensure!(
@@ -643,7 +646,7 @@ pub async fn moq_subscribe(
             let broadcast = step("request_broadcast", consumer.request_broadcast(BROADCAST))
                 .await?
                 .context("request broadcast")?;
-            let subscription = moq_net::Subscription::default().with_max_age(MAX_AGE);
+            let subscription = moq_net::track::Subscription::default().with_max_age(MAX_AGE);
             let track = step("subscribe", broadcast.track(TRACK)?.subscribe(subscription))
                 .await?
                 .context("subscribe")?;
@@ -672,7 +675,6 @@ async fn moq_read(
         if first {
             check_sync_first(sequence)?;
         }
-        progress.send_replace(Some(sequence));
         let mut frames = Vec::new();
         let mut error = None;
         loop {
@@ -688,6 +690,7 @@ async fn moq_read(
                 }
             }
         }
+        progress.send_replace(Some(sequence));
         if first {
             first = false;
             ensure!(

@@ -39,8 +39,10 @@ pub(crate) async fn announce<T: Transport>(
         Some(hop) => Some(hop),
         None => (request.exclude_hop != 0).then_some(request.exclude_hop),
     };
-    let (Some(origin), Ok(prefix)) = (shared.config.publish.clone(), shared.absolute(&request.prefix))
-    else {
+    let (Some(origin), Ok(prefix)) = (
+        shared.config.publish.clone(),
+        shared.absolute(&request.prefix),
+    ) else {
         // Nothing to offer (or a prefix outside what we can name): an empty OK, stream held.
         writer
             .message(&AnnounceOk {

@@ -66,10 +66,17 @@ pub(crate) async fn subscribe<T: Transport>(
     else {
         return Ok(()); // SUBSCRIBE then FIN before anything: nothing to do
     };
-    let _slot =
-        Shared::<T>::take_slot(&shared.served_subscriptions, limits.max_served_subscriptions)
-            .ok_or(Error::Stream(StreamCode::Internal))?;
-    let track = resolve(shared, &msg.broadcast, &msg.track, start_of(shared.version, &msg))?;
+    let _slot = Shared::<T>::take_slot(
+        &shared.served_subscriptions,
+        limits.max_served_subscriptions,
+    )
+    .ok_or(Error::Stream(StreamCode::Internal))?;
+    let track = resolve(
+        shared,
+        &msg.broadcast,
+        &msg.track,
+        start_of(shared.version, &msg),
+    )?;
     serve(shared, reader, writer, msg, track).await
 }
 
@@ -91,7 +98,9 @@ pub(crate) fn resolve<T: Transport>(
     let broadcast = origin
         .consume(&path, shared.peer.exclude_hop())
         .ok_or(Error::Stream(StreamCode::Unroutable))?;
-    broadcast.subscribe_track(track, start).map_err(Error::Stream)
+    broadcast
+        .subscribe_track(track, start)
+        .map_err(Error::Stream)
 }
 
 struct InFlight {
@@ -266,15 +275,16 @@ async fn write_group<T: Transport>(
                     size: size as u64,
                 })
                 .map_err(|_| StreamCode::Internal)?;
-            writer
-                .write_payload(frame.payload)
-                .await
-                .map_err(|e| match e {
+            // A write blocked by a slow reader still notices the group leaving the cache.
+            tokio::select! {
+                written = writer.write_payload(frame.payload) => written.map_err(|e| match e {
                     Error::Transport(starling_transport::TransportError::Stopped(code)) => {
                         StreamCode::from_code(code)
                     }
                     _ => StreamCode::Cancelled,
-                })?;
+                })?,
+                code = group.aborted() => return Err(code),
+            }
             shared.stats.frames_sent.fetch_add(1, Ordering::Relaxed);
             shared
                 .stats
@@ -285,5 +295,21 @@ async fn write_group<T: Transport>(
             writer.flush().await.map_err(|_| StreamCode::Cancelled)?;
             return Ok(());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::send_order;
+
+    #[test]
+    fn send_order_ranks_priority_then_newest_group() {
+        // A more urgent subscription always goes first, whatever the groups.
+        assert!(send_order(2, 0) > send_order(1, 1_000));
+        // Within a subscription, newer groups go first.
+        assert!(send_order(5, 11) > send_order(5, 10));
+        // The extremes stay in range and ordered.
+        assert!(send_order(255, 0x7f_ffff) > send_order(254, 0x7f_ffff));
+        assert!(send_order(0, 0) >= 0);
     }
 }

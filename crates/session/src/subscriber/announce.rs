@@ -66,11 +66,7 @@ async fn run<T: Transport>(shared: &Arc<Shared<T>>, prefix: &Path) -> Result<(),
         .message::<AnnounceOk>(limits.max_control_message)
         .await?
         .ok_or(Error::Decode(DecodeError::Truncated))?;
-    let link = shared
-        .config
-        .link_cost
-        .or(shared.peer.cost)
-        .unwrap_or(1);
+    let link = shared.config.link_cost.or(shared.peer.cost).unwrap_or(1);
 
     let mut state = Announces {
         shared: shared.clone(),
@@ -155,7 +151,9 @@ impl<T: Transport> Announces<T> {
             .join(&suffix)
             .map_err(|_| Error::ProtocolViolation("announced path too long"))?;
         let broadcast = Arc::new(BroadcastProducer::dynamic(self.shared.config.model_limits));
-        let handle = self.origin.publish(path.clone(), broadcast.consume(), route)?;
+        let handle = self
+            .origin
+            .publish(path.clone(), broadcast.consume(), route)?;
         let stop = CancellationToken::new();
         let wire = path
             .strip_prefix(&self.shared.config.root)

@@ -166,7 +166,10 @@ async fn request_info<T: Transport>(
 /// Receive one group stream into the track it belongs to (spec §4.8).
 pub(crate) async fn group<T: Transport>(shared: &Arc<Shared<T>>, reader: &mut Reader<T::Recv>) {
     let limits = &shared.config.limits;
-    let header = match reader.message::<GroupHeader>(limits.max_control_message).await {
+    let header = match reader
+        .message::<GroupHeader>(limits.max_control_message)
+        .await
+    {
         Ok(Some(header)) => header,
         Ok(None) => return,
         Err(err) => {
@@ -198,7 +201,10 @@ pub(crate) async fn group<T: Transport>(shared: &Arc<Shared<T>>, reader: &mut Re
             let size = payload.len() as u64;
             group.write_frame(Frame { timestamp, payload })?;
             shared.stats.frames_received.fetch_add(1, Ordering::Relaxed);
-            shared.stats.bytes_received.fetch_add(size, Ordering::Relaxed);
+            shared
+                .stats
+                .bytes_received
+                .fetch_add(size, Ordering::Relaxed);
         }
         Ok(())
     }

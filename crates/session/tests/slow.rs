@@ -1,0 +1,166 @@
+//! A subscriber that stops reading must never delay the publisher or a fast subscriber; its own
+//! stalled group streams are reset as their groups leave the cache.
+
+mod common;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use common::*;
+use starling_model::{Frame, TrackInfo};
+use starling_proto::{
+    decode_message, encode_message, GroupHeader, Role, Setup, Subscribe, Version,
+};
+use starling_session::{random_hop, Accepting, SessionConfig};
+use starling_transport::mem::pair;
+use starling_transport::{RecvStream, SendStream, Transport};
+
+const GROUPS: u64 = 12;
+const FRAMES_PER_GROUP: usize = 48;
+const FRAME_BYTES: usize = 32 * 1024; // 1.5 MiB groups: more than a stream's window
+
+#[tokio::test]
+async fn slow_subscriber_never_delays_a_fast_one() {
+    let version = Version::Lite06;
+    let relay = Relay::new();
+    let publisher = publisher(&relay, version, "room/alice", &[]).await;
+    // A short cache window: each group expires as soon as the next one is a second newer.
+    let track = publisher.broadcast.create_track(
+        "video",
+        TrackInfo {
+            max_age_ms: 100,
+            ..TrackInfo::default()
+        },
+    );
+    let fast = subscriber(&relay, version).await;
+    let mut fast_track = fast.track("room/alice", "video").await;
+
+    // The slow peer: a hand-driven client that subscribes and then never reads a group stream.
+    let (client, server) = pair();
+    let relay_side = {
+        let relay = relay.clone();
+        tokio::spawn(async move {
+            let accepting = Accepting::new(server, version, TIMEOUT).await.unwrap();
+            let mut config = SessionConfig::new(relay.hop);
+            config.publish = Some(relay.origin.clone());
+            accepting.start(config).await.unwrap()
+        })
+    };
+    let mut setup = Setup::new();
+    setup.set_hop(Some(random_hop())).unwrap();
+    setup.set_role(Some(Role::Subscriber));
+    let mut bytes = BytesMut::new();
+    bytes.put_u8(0x01);
+    encode_message(&setup, version, &mut bytes).unwrap();
+    let mut uni = client.open_uni().await.unwrap();
+    uni.write(bytes.freeze()).await.unwrap();
+    uni.finish().unwrap();
+    let slow_relay_side = relay_side.await.unwrap();
+    let (mut send, mut recv) = client.open_bi().await.unwrap();
+    let mut bytes = BytesMut::new();
+    bytes.put_u8(0x02);
+    encode_message(
+        &Subscribe {
+            id: 0,
+            broadcast: path("room/alice"),
+            track: "video".into(),
+            priority: 0,
+            max_age_ms: 0,
+            group_start: None,
+            group_end: None,
+            frame_start: 0,
+            frame_end: None,
+        },
+        version,
+        &mut bytes,
+    )
+    .unwrap();
+    send.write(bytes.freeze()).await.unwrap();
+
+    let payload = Bytes::from(vec![7u8; FRAME_BYTES]);
+    for seq in 0..GROUPS {
+        // The publisher writes every group without waiting on anyone.
+        let mut group = track.create_group(seq).unwrap();
+        for i in 0..FRAMES_PER_GROUP {
+            group
+                .write_frame(Frame {
+                    timestamp: seq * 1000 + i as u64,
+                    payload: payload.clone(),
+                })
+                .unwrap();
+        }
+        group.finish();
+        if seq == 0 {
+            // The slow peer's subscription is live (SUBSCRIBE_START arrived) before we go on.
+            let start = tokio::time::timeout(TIMEOUT, recv.read(64)).await.unwrap();
+            assert!(start.unwrap().is_some());
+        }
+        // The fast subscriber gets every group whole, in step with the publisher.
+        let mut got = tokio::time::timeout(TIMEOUT, fast_track.next_group())
+            .await
+            .expect("fast subscriber is not delayed")
+            .unwrap()
+            .unwrap();
+        assert_eq!(got.sequence(), seq);
+        let mut frames = 0;
+        while let Some(frame) = tokio::time::timeout(TIMEOUT, got.next_frame())
+            .await
+            .unwrap()
+            .unwrap()
+        {
+            assert_eq!(frame.payload.len(), FRAME_BYTES);
+            frames += 1;
+        }
+        assert_eq!(frames, FRAMES_PER_GROUP);
+    }
+
+    // The slow peer's stalled streams were reset as their groups expired, so the relay holds
+    // at most its bounded window of unread bytes for it.
+    let (buffered, _) = slow_relay_side.budget();
+    assert_eq!(buffered, 0);
+    // Drain what the slow peer was sent, until the stream of the last group (which stays in
+    // the cache and so completes).
+    let mut resets = 0;
+    let mut streams = 0;
+    loop {
+        let mut stream = tokio::time::timeout(TIMEOUT, client.accept_uni())
+            .await
+            .expect("relay's next group stream")
+            .unwrap();
+        streams += 1;
+        let mut head = BytesMut::new();
+        let mut sequence = None;
+        loop {
+            match stream.read(1 << 20).await {
+                Ok(Some(chunk)) => {
+                    if sequence.is_none() {
+                        head.extend_from_slice(&chunk);
+                        if head[0] == 0x01 {
+                            break; // the relay's SETUP stream
+                        }
+                        if head.len() > 1 {
+                            let mut rest = head.split_off(1);
+                            let header = decode_message::<GroupHeader>(&mut rest, version)
+                                .unwrap()
+                                .expect("group header in the first chunk");
+                            sequence = Some(header.sequence);
+                        }
+                    }
+                }
+                Ok(None) => break,
+                Err(starling_transport::TransportError::Reset(code)) => {
+                    assert_eq!(code, starling_proto::StreamCode::Old.to_code());
+                    resets += 1;
+                    break;
+                }
+                Err(other) => panic!("unexpected {other:?}"),
+            }
+        }
+        if sequence == Some(GROUPS - 1) {
+            break;
+        }
+    }
+    assert!(streams > 0);
+    assert!(
+        resets > 0,
+        "stalled group streams are reset with OLD ({streams} streams)"
+    );
+}
