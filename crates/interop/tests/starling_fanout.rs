@@ -57,7 +57,12 @@ async fn fanout(case: Case) -> anyhow::Result<()> {
         failures.is_empty(),
         "{} of {SUBSCRIBERS} subscribers failed; first ones:\n{}",
         failures.len(),
-        failures.iter().take(5).cloned().collect::<Vec<_>>().join("\n")
+        failures
+            .iter()
+            .take(5)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     publisher.close();
     Ok(())

@@ -25,6 +25,8 @@ pub struct RelayConfig {
     pub session_limits: SessionLimits,
     /// Serve HTTP on the TCP port with the same number.
     pub http: bool,
+    /// How long sessions get to leave after GOAWAY when the relay shuts down.
+    pub drain_timeout: std::time::Duration,
 }
 
 impl Default for RelayConfig {
@@ -35,6 +37,7 @@ impl Default for RelayConfig {
             versions: Version::SUPPORTED.to_vec(),
             session_limits: SessionLimits::default(),
             http: true,
+            drain_timeout: std::time::Duration::from_secs(5),
         }
     }
 }

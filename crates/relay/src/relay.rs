@@ -1,14 +1,17 @@
 //! The relay process core: listeners, the accept loop, and one task per session.
 
+use std::collections::HashMap;
+use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use starling_model::Origin;
 use starling_net::{
     certificate_router, serve_http, Accepted, QuicTransport, Server, ServerConfig, TlsCertificate,
 };
 use starling_proto::{SessionCode, Version};
-use starling_session::{random_hop, Accepting, SessionConfig};
+use starling_session::{random_hop, Accepting, Session, SessionConfig};
 use starling_transport::Transport;
 
 use crate::admission::Admission;
@@ -37,6 +40,9 @@ struct Inner {
     hop: u64,
     config: RelayConfig,
     admission: Admission,
+    /// Live sessions, so shutdown can drain them.
+    sessions: Mutex<HashMap<u64, Session<QuicTransport>>>,
+    next_session: AtomicU64,
 }
 
 impl Relay {
@@ -69,6 +75,8 @@ impl Relay {
                 hop: random_hop(),
                 config,
                 admission: Admission,
+                sessions: Mutex::new(HashMap::new()),
+                next_session: AtomicU64::new(0),
             }),
         })
     }
@@ -89,7 +97,14 @@ impl Relay {
 
     /// Serve until the listener closes.
     pub async fn run(self) -> Result<(), RelayError> {
-        if let Some(listener) = self.http {
+        self.run_until(std::future::pending()).await
+    }
+
+    /// Serve until `shutdown` resolves, then drain: every session gets GOAWAY, has the drain
+    /// timeout to leave, and is then closed with GOAWAY_TIMEOUT.
+    pub async fn run_until(mut self, shutdown: impl Future<Output = ()>) -> Result<(), RelayError> {
+        tokio::pin!(shutdown);
+        if let Some(listener) = self.http.take() {
             let router = certificate_router(self.fingerprint.clone());
             tokio::spawn(async move {
                 if let Err(err) = serve_http(listener, router).await {
@@ -97,11 +112,41 @@ impl Relay {
                 }
             });
         }
-        while let Some(accepted) = self.server.accept().await {
-            let inner = self.inner.clone();
-            tokio::spawn(async move { inner.serve(accepted).await });
+        loop {
+            tokio::select! {
+                accepted = self.server.accept() => {
+                    let Some(accepted) = accepted else { return Ok(()) };
+                    let inner = self.inner.clone();
+                    tokio::spawn(async move { inner.serve(accepted).await });
+                }
+                _ = &mut shutdown => break,
+            }
         }
+        self.drain().await;
         Ok(())
+    }
+
+    async fn drain(&self) {
+        let sessions: Vec<Session<QuicTransport>> =
+            self.inner.sessions.lock().expect("sessions lock").values().cloned().collect();
+        tracing::info!(sessions = sessions.len(), "draining");
+        for session in &sessions {
+            let _ = session.goaway("").await;
+        }
+        let all_closed = async {
+            for session in &sessions {
+                session.closed().await;
+            }
+        };
+        if tokio::time::timeout(self.inner.config.drain_timeout, all_closed)
+            .await
+            .is_err()
+        {
+            for session in &sessions {
+                session.close(SessionCode::GoawayTimeout, "drain timeout");
+            }
+        }
+        self.server.close().await;
     }
 }
 
@@ -140,11 +185,14 @@ impl Inner {
                 return;
             }
         };
-        // WebTransport names its target in the CONNECT URL; raw QUIC in the SETUP Path.
-        let target = accepted
+        // Raw QUIC names its target in the SETUP Path; WebTransport in the CONNECT URL, unless
+        // the client also sent a SETUP Path, which wins as it does in moq-tokio (spec §1.3).
+        let target = accepting
+            .setup()
             .path
             .clone()
-            .or_else(|| accepting.setup().path.clone());
+            .filter(|p| !p.is_empty())
+            .or_else(|| accepted.path.clone());
         let grant = match self
             .admission
             .admit(target.as_deref(), accepting.setup().role)
@@ -172,7 +220,13 @@ impl Inner {
             }
         };
         tracing::info!(%remote, %version, binding = binding.as_str(), root = %grant.root, "session");
+        let id = self.next_session.fetch_add(1, Ordering::Relaxed);
+        self.sessions
+            .lock()
+            .expect("sessions lock")
+            .insert(id, session.clone());
         let err = session.closed().await;
+        self.sessions.lock().expect("sessions lock").remove(&id);
         tracing::info!(%remote, %err, "session closed");
     }
 }

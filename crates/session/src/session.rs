@@ -83,6 +83,10 @@ pub(crate) struct Shared<T: Transport> {
     pub anonymous_stamp: u64,
     pub cancel: CancellationToken,
     pub error: Mutex<Option<Error>>,
+    /// The peer sent GOAWAY: the URI to reconnect to (empty = the same endpoint).
+    pub goaway: Mutex<Option<String>>,
+    pub goaway_received: tokio::sync::Notify,
+    pub goaway_sent: std::sync::atomic::AtomicBool,
     pub stats: SessionStats,
 }
 
@@ -318,6 +322,9 @@ impl<T: Transport> Session<T> {
             anonymous_stamp: crate::config::random_hop(),
             cancel: CancellationToken::new(),
             error: Mutex::new(None),
+            goaway: Mutex::new(None),
+            goaway_received: tokio::sync::Notify::new(),
+            goaway_sent: std::sync::atomic::AtomicBool::new(false),
             stats: SessionStats::default(),
         });
         let driver = shared.clone();
@@ -357,6 +364,36 @@ impl<T: Transport> Session<T> {
         self.shared
             .spawn(async move { subscriber::serve_requests(shared, path, producer).await });
         consumer
+    }
+
+    /// Ask the peer to reconnect (to `uri`, or here when empty) and stop opening requests; the
+    /// session keeps serving what is open. A second call does nothing (spec §4.12).
+    pub async fn goaway(&self, uri: &str) -> Result<(), Error> {
+        if !self.shared.version.has_goaway()
+            || self.shared.goaway_sent.swap(true, Ordering::AcqRel)
+        {
+            return Ok(());
+        }
+        let (send, _recv) = self.shared.transport.open_bi().await?;
+        let mut writer = Writer::new(send, self.shared.version);
+        writer.queue_varint(BidiType::Goaway.code())?;
+        writer
+            .message(&starling_proto::Goaway {
+                uri: uri.to_string(),
+            })
+            .await?;
+        writer.finish()
+    }
+
+    /// Resolves with the peer's GOAWAY URI once it sent one.
+    pub async fn goaway_received(&self) -> String {
+        loop {
+            let notified = self.shared.goaway_received.notified();
+            if let Some(uri) = self.shared.goaway.lock().clone() {
+                return uri;
+            }
+            notified.await;
+        }
     }
 
     /// Close the session with `code`.

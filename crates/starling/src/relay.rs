@@ -97,10 +97,12 @@ pub async fn run(args: RelayArgs) -> anyhow::Result<()> {
     let relay = Relay::bind(config).await?;
     let addr = relay.local_addr()?;
     tracing::info!(%addr, fingerprint = relay.fingerprint(), "relay listening (QUIC, WebTransport, HTTP)");
-    tokio::select! {
-        result = relay.run() => result?,
-        _ = tokio::signal::ctrl_c() => tracing::info!("shutting down"),
-    }
+    relay
+        .run_until(async {
+            let _ = tokio::signal::ctrl_c().await;
+            tracing::info!("shutting down");
+        })
+        .await?;
     Ok(())
 }
 

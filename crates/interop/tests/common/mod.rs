@@ -20,8 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, ensure, Context};
 use bytes::Bytes;
 use starling_model::{
-    BroadcastProducer, Frame, Limits, Origin, Route, RouteHandle, StartAt, TrackInfo,
-    TrackProducer,
+    BroadcastProducer, Frame, Limits, Origin, Route, RouteHandle, StartAt, TrackInfo, TrackProducer,
 };
 use starling_net::{Client, ClientConfig, QuicTransport, TlsVerify};
 use starling_proto::{Path, Role, SessionCode, Version};
@@ -121,8 +120,10 @@ macro_rules! version_binding_matrix {
 
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn lite06_webtransport() {
-            let case =
-                common::Case::new(starling_proto::Version::Lite06, common::Binding::WebTransport);
+            let case = common::Case::new(
+                starling_proto::Version::Lite06,
+                common::Binding::WebTransport,
+            );
             common::run(case, $scenario(case)).await;
         }
 
@@ -134,8 +135,10 @@ macro_rules! version_binding_matrix {
 
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn lite05_webtransport() {
-            let case =
-                common::Case::new(starling_proto::Version::Lite05, common::Binding::WebTransport);
+            let case = common::Case::new(
+                starling_proto::Version::Lite05,
+                common::Binding::WebTransport,
+            );
             common::run(case, $scenario(case)).await;
         }
     };
@@ -360,7 +363,11 @@ pub async fn starling_connect(
     )
     .await?
     .context("Starling moq-lite handshake")?;
-    ensure!(session.version() == case.version, "session runs {}", session.version());
+    ensure!(
+        session.version() == case.version,
+        "session runs {}",
+        session.version()
+    );
     Ok((client, session))
 }
 
@@ -476,7 +483,11 @@ async fn starling_read(
     let mut received = Received::default();
     let mut first = true;
     while (received.groups.len() as u64) < plan.groups {
-        let what = if first { "the sync group" } else { "the next group" };
+        let what = if first {
+            "the sync group"
+        } else {
+            "the next group"
+        };
         let mut group = match step(what, track.next_group()).await? {
             Ok(Some(group)) => group,
             Ok(None) => bail!("track ended after {} data groups", received.groups.len()),
@@ -542,9 +553,12 @@ async fn moq_established(
     client: moq_tokio::Client,
     url: Url,
 ) -> anyhow::Result<moq_tokio::Connection> {
-    let connection = step("moq-tokio connect", client.connect(url.clone()).established())
-        .await?
-        .with_context(|| format!("moq-tokio connecting to {url}"))?;
+    let connection = step(
+        "moq-tokio connect",
+        client.connect(url.clone()).established(),
+    )
+    .await?
+    .with_context(|| format!("moq-tokio connecting to {url}"))?;
     let version = connection.version();
     ensure!(
         version == Some(case.moq_version()),
@@ -569,7 +583,9 @@ impl MoqPublisher {
             .create_broadcast(BROADCAST)
             .context("create broadcast")?;
         let info = moq_net::track::Info::default().with_max_age(MAX_AGE);
-        let track = broadcast.create_track(TRACK, info).context("create track")?;
+        let track = broadcast
+            .create_track(TRACK, info)
+            .context("create track")?;
         broadcast
             .announce(Default::default())
             .context("announce broadcast")?;
@@ -665,7 +681,11 @@ async fn moq_read(
     let mut received = Received::default();
     let mut first = true;
     while (received.groups.len() as u64) < plan.groups {
-        let what = if first { "the sync group" } else { "the next group" };
+        let what = if first {
+            "the sync group"
+        } else {
+            "the next group"
+        };
         let mut group = match step(what, track.recv_group()).await? {
             Ok(Some(group)) => group,
             Ok(None) => bail!("track ended after {} data groups", received.groups.len()),

@@ -108,9 +108,24 @@ pub(crate) async fn hold<T: Transport>(
         .ok_or(Error::Stream(StreamCode::Internal))?;
     match kind {
         BidiType::Goaway => {
-            if let Ok(Some(goaway)) = reader.message::<Goaway>(limits.max_control_message).await {
-                tracing::info!(uri = %goaway.uri, "peer is going away");
+            let goaway = reader
+                .message::<Goaway>(limits.max_control_message)
+                .await
+                .ok()
+                .flatten();
+            let uri = goaway.map(|g| g.uri).unwrap_or_default();
+            tracing::info!(%uri, "peer is going away");
+            let first = {
+                let mut slot = shared.goaway.lock();
+                let first = slot.is_none();
+                slot.get_or_insert(uri);
+                first
+            };
+            if !first {
+                // A second GOAWAY closes the session (spec §4.12).
+                shared.fail(Error::ProtocolViolation("second GOAWAY"));
             }
+            shared.goaway_received.notify_waiters();
             Ok(())
         }
         // The subscriber sends only the type byte; anything more is malformed (spec §4.11).
