@@ -26,6 +26,30 @@ pub struct ConnectArgs {
     pub tls_root: Option<PathBuf>,
 }
 
+/// Waits between reconnect attempts: 1 s doubling to 10 s, reset after a session that lasted.
+pub struct Backoff {
+    next: std::time::Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            next: std::time::Duration::from_secs(1),
+        }
+    }
+}
+
+impl Backoff {
+    pub async fn wait(&mut self) {
+        tokio::time::sleep(self.next).await;
+        self.next = (self.next * 2).min(std::time::Duration::from_secs(10));
+    }
+
+    pub fn reset(&mut self) {
+        *self = Backoff::default();
+    }
+}
+
 impl ConnectArgs {
     pub async fn connect(
         &self,

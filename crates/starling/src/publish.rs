@@ -10,7 +10,7 @@ use starling_proto::{Path, Role, SessionCode};
 use starling_session::SessionConfig;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 
-use crate::client::ConnectArgs;
+use crate::client::{Backoff, ConnectArgs};
 
 #[derive(Args, Debug)]
 pub struct PublishArgs {
@@ -63,28 +63,50 @@ pub async fn run(args: PublishArgs) -> anyhow::Result<()> {
     let origin = Origin::new();
     let broadcast = BroadcastProducer::new(Limits::default());
     let _route = origin.publish(path, broadcast.consume(), Route::local())?;
-    let mut config = SessionConfig::new(0);
-    config.publish = Some(origin.clone());
-    let session = args.connect.connect(Role::Publisher, config).await?;
 
-    let result = tokio::select! {
-        err = session.closed() => Err(anyhow::anyhow!("session closed: {err}")),
-        result = async {
-            match &args.source {
-                Source::Clock => clock(&broadcast).await,
-                Source::Stdin(stdin) => {
-                    let info = TrackInfo { max_age_ms: stdin.max_age_ms, ..TrackInfo::default() };
-                    let track = broadcast.create_track(&stdin.track, info);
-                    from_stdin(&track, stdin).await?;
-                    track.finish();
-                    tokio::time::sleep(Duration::from_millis(stdin.linger_ms)).await;
-                    Ok(())
-                }
+    // The source runs for the life of the process; connections come and go beneath it.
+    let source = async {
+        match &args.source {
+            Source::Clock => clock(&broadcast).await,
+            Source::Stdin(stdin) => {
+                let info = TrackInfo {
+                    max_age_ms: stdin.max_age_ms,
+                    ..TrackInfo::default()
+                };
+                let track = broadcast.create_track(&stdin.track, info);
+                from_stdin(&track, stdin).await?;
+                track.finish();
+                tokio::time::sleep(Duration::from_millis(stdin.linger_ms)).await;
+                Ok(())
             }
-        } => result,
+        }
     };
-    session.close(SessionCode::NoError, "done");
-    result
+    let connections = async {
+        let mut backoff = Backoff::default();
+        loop {
+            let mut config = SessionConfig::new(0);
+            config.publish = Some(origin.clone());
+            match args.connect.connect(Role::Publisher, config).await {
+                Ok(session) => {
+                    backoff.reset();
+                    tokio::select! {
+                        err = session.closed() => tracing::warn!(%err, "session closed; reconnecting"),
+                        uri = session.goaway_received() => {
+                            tracing::info!(%uri, "relay going away; reconnecting");
+                            session.close(SessionCode::NoError, "going away");
+                            continue;
+                        }
+                    }
+                }
+                Err(err) => tracing::warn!(%err, "connect failed"),
+            }
+            backoff.wait().await;
+        }
+    };
+    tokio::select! {
+        result = source => result,
+        never = connections => never,
+    }
 }
 
 fn now_ms() -> u64 {

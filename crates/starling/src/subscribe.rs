@@ -7,7 +7,7 @@ use starling_proto::{Path, Role, SessionCode};
 use starling_session::SessionConfig;
 use tokio::io::AsyncWriteExt;
 
-use crate::client::ConnectArgs;
+use crate::client::{Backoff, ConnectArgs};
 
 #[derive(Args, Debug)]
 pub struct SubscribeArgs {
@@ -42,33 +42,59 @@ enum Format {
 
 pub async fn run(args: SubscribeArgs) -> anyhow::Result<()> {
     let path = Path::new(&args.broadcast).context("broadcast path")?;
-    let origin = Origin::new();
-    let mut config = SessionConfig::new(0);
-    if !args.no_announce {
-        config.consume = Some(origin.clone());
-    }
-    let session = args.connect.connect(Role::Subscriber, config).await?;
-    let result = tokio::select! {
-        err = session.closed() => Err(anyhow::anyhow!("session closed: {err}")),
-        result = async {
-            let mut written = 0u64;
-            loop {
-                let broadcast = if args.no_announce {
-                    session.consume_broadcast(path.clone())
-                } else {
-                    announced(&origin, &path).await?
-                };
-                if read_track(&broadcast, &args, &mut written).await? {
-                    return Ok(());
-                }
-                if args.no_announce {
-                    return Ok(());
-                }
+    let mut written = 0u64;
+    let mut backoff = Backoff::default();
+    loop {
+        let origin = Origin::new();
+        let mut config = SessionConfig::new(0);
+        if !args.no_announce {
+            config.consume = Some(origin.clone());
+        }
+        let session = match args.connect.connect(Role::Subscriber, config).await {
+            Ok(session) => session,
+            Err(err) => {
+                tracing::warn!(%err, "connect failed");
+                backoff.wait().await;
+                continue;
             }
-        } => result,
-    };
-    session.close(SessionCode::NoError, "done");
-    result
+        };
+        backoff.reset();
+        let done = tokio::select! {
+            err = session.closed() => {
+                tracing::warn!(%err, "session closed; reconnecting");
+                false
+            }
+            uri = session.goaway_received() => {
+                tracing::info!(%uri, "relay going away; reconnecting");
+                false
+            }
+            result = async {
+                loop {
+                    let broadcast = if args.no_announce {
+                        session.consume_broadcast(path.clone())
+                    } else {
+                        announced(&origin, &path).await?
+                    };
+                    match read_track(&broadcast, &args, &mut written).await {
+                        Ok(true) => return Ok::<_, anyhow::Error>(true),
+                        Ok(false) => {}
+                        Err(err) => {
+                            tracing::warn!(%err, "track failed; subscribing again");
+                            if args.no_announce {
+                                return Err(err);
+                            }
+                            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                        }
+                    }
+                }
+            } => result?,
+        };
+        session.close(SessionCode::NoError, "done");
+        if done {
+            return Ok(());
+        }
+        backoff.wait().await;
+    }
 }
 
 /// Wait until `path` is announced.

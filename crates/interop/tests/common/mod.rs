@@ -108,38 +108,37 @@ pub async fn step<T>(what: &str, fut: impl Future<Output = T>) -> anyhow::Result
         .map_err(|_| anyhow!("timed out after {STEP:?} waiting for {what}"))
 }
 
-/// Expands to the four {lite-06, lite-05} x {raw QUIC, WebTransport} tests of a scenario
-/// `async fn(Case) -> anyhow::Result<()>`.
+/// Expands to `mod $name` holding the four {lite-06, lite-05} x {raw QUIC, WebTransport} tests
+/// of a scenario `async fn(Case) -> anyhow::Result<()>` defined beside the invocation.
 macro_rules! version_binding_matrix {
-    ($scenario:ident) => {
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn lite06_raw_quic() {
-            let case = common::Case::new(starling_proto::Version::Lite06, common::Binding::Quic);
-            common::run(case, $scenario(case)).await;
-        }
+    ($name:ident => $scenario:ident) => {
+        mod $name {
+            use crate::common::{run, Binding, Case};
+            use starling_proto::Version;
 
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn lite06_webtransport() {
-            let case = common::Case::new(
-                starling_proto::Version::Lite06,
-                common::Binding::WebTransport,
-            );
-            common::run(case, $scenario(case)).await;
-        }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn lite06_raw_quic() {
+                let case = Case::new(Version::Lite06, Binding::Quic);
+                run(case, super::$scenario(case)).await;
+            }
 
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn lite05_raw_quic() {
-            let case = common::Case::new(starling_proto::Version::Lite05, common::Binding::Quic);
-            common::run(case, $scenario(case)).await;
-        }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn lite06_webtransport() {
+                let case = Case::new(Version::Lite06, Binding::WebTransport);
+                run(case, super::$scenario(case)).await;
+            }
 
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn lite05_webtransport() {
-            let case = common::Case::new(
-                starling_proto::Version::Lite05,
-                common::Binding::WebTransport,
-            );
-            common::run(case, $scenario(case)).await;
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn lite05_raw_quic() {
+                let case = Case::new(Version::Lite05, Binding::Quic);
+                run(case, super::$scenario(case)).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn lite05_webtransport() {
+                let case = Case::new(Version::Lite05, Binding::WebTransport);
+                run(case, super::$scenario(case)).await;
+            }
         }
     };
 }
@@ -192,6 +191,13 @@ impl Plan {
         group * 100 + frame as u64
     }
 
+    /// Like [`Plan::verify`], but groups may have arrived in any order (each exactly once).
+    pub fn verify_any_order(&self, who: &str, received: &Received) -> anyhow::Result<()> {
+        let mut sorted = received.clone();
+        sorted.groups.sort_by_key(|g| g.sequence);
+        self.verify(who, &sorted)
+    }
+
     /// Check what one subscriber received: exactly groups 1..=N in order, every frame intact.
     pub fn verify(&self, who: &str, received: &Received) -> anyhow::Result<()> {
         let sequences: Vec<u64> = received.groups.iter().map(|g| g.sequence).collect();
@@ -234,6 +240,17 @@ impl Plan {
         }
         Ok(())
     }
+}
+
+/// How the publisher paces data groups.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pacing {
+    /// Write group g+1 only once every subscriber read group g to its end: one group in
+    /// flight, so arrival order is the publishing order.
+    Lockstep,
+    /// Write every data group back to back once the sync group was read: all groups in flight
+    /// at once (subscribers need a Max Age covering them; arrival order is not guaranteed).
+    Burst,
 }
 
 /// One received frame, normalised to milliseconds.
@@ -406,7 +423,12 @@ impl StarlingPublisher {
     }
 
     /// Write the sync group then the plan's data groups, paced by the subscribers' progress.
-    pub async fn publish(&self, plan: &Plan, gate: &mut Gate) -> anyhow::Result<()> {
+    pub async fn publish(
+        &self,
+        plan: &Plan,
+        pacing: Pacing,
+        gate: &mut Gate,
+    ) -> anyhow::Result<()> {
         let session = self.session.clone();
         tokio::select! {
             err = session.closed() => bail!("Starling publisher session closed: {err}"),
@@ -424,7 +446,9 @@ impl StarlingPublisher {
                         })?;
                     }
                     group.finish();
-                    gate.all_reached(g).await?;
+                    if pacing == Pacing::Lockstep {
+                        gate.all_reached(g).await?;
+                    }
                 }
                 Ok(())
             } => result,
@@ -601,7 +625,12 @@ impl MoqPublisher {
 
     /// Wait until someone subscribed, then write the sync group and the plan's data groups,
     /// paced by the subscribers' progress.
-    pub async fn publish(&self, plan: &Plan, gate: &mut Gate) -> anyhow::Result<()> {
+    pub async fn publish(
+        &self,
+        plan: &Plan,
+        pacing: Pacing,
+        gate: &mut Gate,
+    ) -> anyhow::Result<()> {
         tokio::select! {
             res = self.connection.closed() => bail!("moq-dev publisher connection closed: {res:?}"),
             result = async {
@@ -621,7 +650,9 @@ impl MoqPublisher {
                         )?;
                     }
                     group.finish()?;
-                    gate.all_reached(g).await?;
+                    if pacing == Pacing::Lockstep {
+                        gate.all_reached(g).await?;
+                    }
                 }
                 Ok(())
             } => result,
