@@ -3,7 +3,7 @@
 #[macro_use]
 mod common;
 
-use common::{progress, Case, Plan, StarlingPublisher, StarlingRelay};
+use common::{progress, Case, Pacing, Plan, StarlingPublisher, StarlingRelay};
 
 /// Subscriber sessions, each with its own client endpoint.
 const SUBSCRIBERS: usize = 100;
@@ -27,7 +27,7 @@ async fn fanout(case: Case) -> anyhow::Result<()> {
             ))
         })
         .collect();
-    if let Err(err) = publisher.publish(&plan, &mut gate).await {
+    if let Err(err) = publisher.publish(&plan, Pacing::Lockstep, &mut gate).await {
         // Report the subscribers that already failed: usually the root cause.
         let mut causes = Vec::new();
         for (i, subscriber) in subscribers.into_iter().enumerate() {
@@ -68,4 +68,4 @@ async fn fanout(case: Case) -> anyhow::Result<()> {
     Ok(())
 }
 
-version_binding_matrix!(fanout);
+version_binding_matrix!(hundred_subscribers => fanout);

@@ -4,7 +4,7 @@
 mod common;
 
 use anyhow::Context;
-use common::{progress, Case, MoqRelay, Plan, StarlingPublisher};
+use common::{progress, Case, MoqRelay, Pacing, Plan, StarlingPublisher};
 
 async fn starling_through_moq_relay(case: Case) -> anyhow::Result<()> {
     let relay = MoqRelay::start(case.version).await?;
@@ -25,7 +25,7 @@ async fn scenario(case: Case, relay: &MoqRelay) -> anyhow::Result<()> {
         plan.clone(),
         txs.pop().expect("one progress channel"),
     ));
-    let published = publisher.publish(&plan, &mut gate).await;
+    let published = publisher.publish(&plan, Pacing::Lockstep, &mut gate).await;
     let received = common::step("the Starling subscriber to finish", subscriber).await???;
     published?;
     plan.verify("Starling subscriber", &received)?;
@@ -33,4 +33,4 @@ async fn scenario(case: Case, relay: &MoqRelay) -> anyhow::Result<()> {
     Ok(())
 }
 
-version_binding_matrix!(starling_through_moq_relay);
+version_binding_matrix!(lockstep_groups => starling_through_moq_relay);

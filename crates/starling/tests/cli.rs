@@ -1,0 +1,183 @@
+//! The `starling` binary end to end on loopback: relay, publish (stdin and clock), subscribe,
+//! over WebTransport (`http://` pinning) and raw QUIC (`moqt://`).
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::UdpSocket;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_starling");
+
+/// Kills the child when the test ends, however it ends.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Start a relay and wait until it says it is listening.
+fn relay() -> (Running, u16) {
+    let port = free_port();
+    let mut child = Command::new(BIN)
+        .args(["relay", "--bind", &format!("127.0.0.1:{port}")])
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines();
+    let running = Running(child);
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        if line.contains("relay listening") {
+            // Keep draining the relay's log so it never blocks on a full pipe.
+            std::thread::spawn(move || for _ in lines {});
+            return (running, port);
+        }
+    }
+    panic!("relay exited before listening");
+}
+
+fn subscribe(url: &str, broadcast: &str, track: &str, count: usize) -> Child {
+    Command::new(BIN)
+        .args([
+            "subscribe",
+            "--url",
+            url,
+            "--tls-disable-verify",
+            "--broadcast",
+            broadcast,
+            "--track",
+            track,
+            "--count",
+            &count.to_string(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Wait for a child with a deadline; its stdout lines.
+fn finish(child: Child, deadline: Duration) -> Vec<String> {
+    let start = Instant::now();
+    let mut child = Running(child);
+    loop {
+        if let Some(status) = child.0.try_wait().unwrap() {
+            assert!(status.success(), "subscriber failed: {status}");
+            let mut out = String::new();
+            std::io::Read::read_to_string(child.0.stdout.as_mut().unwrap(), &mut out).unwrap();
+            return out.lines().map(str::to_string).collect();
+        }
+        assert!(
+            start.elapsed() < deadline,
+            "subscriber did not finish in time"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn stdin_publisher_reaches_subscribers_over_webtransport_and_quic() {
+    let (_relay, port) = relay();
+    let mut publisher = Running(
+        Command::new(BIN)
+            .args([
+                "publish",
+                "--url",
+                &format!("http://127.0.0.1:{port}/"),
+                "--broadcast",
+                "room/alice",
+                "stdin",
+                "--track",
+                "chat",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let quic = subscribe(
+        &format!("moqt://127.0.0.1:{port}/"),
+        "room/alice",
+        "chat",
+        5,
+    );
+    let webtransport = subscribe(
+        &format!("http://127.0.0.1:{port}/"),
+        "room/alice",
+        "chat",
+        5,
+    );
+    // Both subscribers join at the live edge, so keep writing lines until both are done; each
+    // must then hold five consecutive lines of what was written.
+    let mut stdin = publisher.0.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        for i in 0..400 {
+            if writeln!(stdin, "line {i}").is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    });
+    for lines in [
+        finish(quic, Duration::from_secs(20)),
+        finish(webtransport, Duration::from_secs(20)),
+    ] {
+        assert_eq!(lines.len(), 5, "{lines:?}");
+        let first: usize = lines[0].strip_prefix("line ").unwrap().parse().unwrap();
+        let expected: Vec<String> = (first..first + 5).map(|i| format!("line {i}")).collect();
+        assert_eq!(lines, expected);
+    }
+    drop(publisher);
+    let _ = writer.join();
+}
+
+#[test]
+fn clock_publishes_a_minute_header_then_seconds() {
+    let (_relay, port) = relay();
+    let _clock = Running(
+        Command::new(BIN)
+            .args([
+                "publish",
+                "--url",
+                &format!("http://127.0.0.1:{port}/"),
+                "--broadcast",
+                "clock",
+                "clock",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let lines = finish(
+        subscribe(&format!("moqt://127.0.0.1:{port}/"), "clock", "seconds", 2),
+        Duration::from_secs(20),
+    );
+    // A late joiner gets the current minute's group from its first frame: the header, then a
+    // second.
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    let header = &lines[0];
+    assert_eq!(header.len(), "2026-11-30 03:07:".len(), "{header}");
+    assert!(
+        header.ends_with(':') && header.as_bytes()[4] == b'-',
+        "{header}"
+    );
+    let second: u32 = lines[1].parse().expect("seconds frame");
+    assert!(second < 60);
+}
