@@ -4,7 +4,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::net::UdpSocket;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_starling");
 
@@ -71,22 +71,27 @@ fn subscribe(url: &str, broadcast: &str, track: &str, count: usize) -> Child {
         .unwrap()
 }
 
-/// Wait for a child with a deadline; its stdout lines.
-fn finish(child: Child, deadline: Duration) -> Vec<String> {
-    let start = Instant::now();
-    let mut child = Running(child);
-    loop {
-        if let Some(status) = child.0.try_wait().unwrap() {
+/// Wait for a child to exit, within a deadline; its stdout lines.
+fn finish(mut child: Child, deadline: Duration) -> Vec<String> {
+    let mut stdout = child.stdout.take().unwrap();
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut out = String::new();
+        let _ = std::io::Read::read_to_string(&mut stdout, &mut out);
+        let status = child.wait();
+        let _ = tx.send((status, out));
+    });
+    match rx.recv_timeout(deadline) {
+        Ok((status, out)) => {
+            let status = status.unwrap();
             assert!(status.success(), "subscriber failed: {status}");
-            let mut out = String::new();
-            std::io::Read::read_to_string(child.0.stdout.as_mut().unwrap(), &mut out).unwrap();
-            return out.lines().map(str::to_string).collect();
+            out.lines().map(str::to_string).collect()
         }
-        assert!(
-            start.elapsed() < deadline,
-            "subscriber did not finish in time"
-        );
-        std::thread::sleep(Duration::from_millis(20));
+        Err(_) => {
+            let _ = Command::new("kill").arg(pid.to_string()).status();
+            panic!("subscriber did not finish in time");
+        }
     }
 }
 
