@@ -275,6 +275,21 @@ pub struct Received {
     pub groups: Vec<RecvGroup>,
 }
 
+impl Received {
+    /// Which data groups arrived so far, with frame counts and errors.
+    pub fn summary(&self) -> String {
+        let groups: Vec<String> = self
+            .groups
+            .iter()
+            .map(|g| match &g.error {
+                Some(err) => format!("{}({} frames, {err})", g.sequence, g.frames.len()),
+                None => format!("{}({} frames)", g.sequence, g.frames.len()),
+            })
+            .collect();
+        format!("data groups received so far: [{}]", groups.join(", "))
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Progress: subscribers report each group handed to them; the publisher waits on every report.
 // ---------------------------------------------------------------------------------------------
@@ -512,7 +527,10 @@ async fn starling_read(
         } else {
             "the next group"
         };
-        let mut group = match step(what, track.next_group()).await? {
+        let mut group = match step(what, track.next_group())
+            .await
+            .with_context(|| received.summary())?
+        {
             Ok(Some(group)) => group,
             Ok(None) => bail!("track ended after {} data groups", received.groups.len()),
             Err(code) => bail!("track failed with {code:?}"),
@@ -717,7 +735,10 @@ async fn moq_read(
         } else {
             "the next group"
         };
-        let mut group = match step(what, track.recv_group()).await? {
+        let mut group = match step(what, track.recv_group())
+            .await
+            .with_context(|| received.summary())?
+        {
             Ok(Some(group)) => group,
             Ok(None) => bail!("track ended after {} data groups", received.groups.len()),
             Err(err) => bail!("track failed: {err}"),

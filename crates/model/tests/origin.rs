@@ -1,0 +1,771 @@
+//! Origin route table and announce interests: unit tests plus a random-operation test against a brute-force reference model.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use futures::task::{noop_waker, waker, ArcWake};
+use proptest::prelude::*;
+use starling_model::{
+    BroadcastConsumer, BroadcastProducer, Interest, Limits, ModelError, Origin, OriginLimits,
+    Route,
+};
+use starling_proto::{Path, RouteCost};
+
+fn p(s: &str) -> Path {
+    Path::new(s).unwrap()
+}
+
+fn route(warm: u64, cold: u64, hops: &[u64]) -> Route {
+    Route {
+        hops: Arc::from(hops.to_vec()),
+        cost: RouteCost { warm, cold },
+    }
+}
+
+fn broadcast() -> BroadcastProducer {
+    BroadcastProducer::new(Limits::default())
+}
+
+/// A waker that records whether it was woken.
+#[derive(Default)]
+struct Flag(AtomicBool);
+
+impl ArcWake for Flag {
+    fn wake_by_ref(arc_self: &Arc<Self>) {
+        arc_self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+impl Flag {
+    fn new() -> (Arc<Flag>, Waker) {
+        let flag = Arc::new(Flag::default());
+        let w = waker(flag.clone());
+        (flag, w)
+    }
+
+    fn woken(&self) -> bool {
+        self.0.swap(false, Ordering::SeqCst)
+    }
+}
+
+/// Paths the interest reported since the last drain, in report order; `None` while pending.
+fn drain(interest: &Interest) -> Option<Vec<String>> {
+    let w = noop_waker();
+    let mut cx = Context::from_waker(&w);
+    let mut out = Vec::new();
+    match interest.poll_changed(&mut cx, &mut out) {
+        Poll::Ready(()) => Some(out.iter().map(|p| p.to_string()).collect()),
+        Poll::Pending => {
+            assert!(out.is_empty());
+            None
+        }
+    }
+}
+
+fn drain_set(interest: &Interest) -> BTreeSet<String> {
+    drain(interest).unwrap_or_default().into_iter().collect()
+}
+
+fn set(paths: &[&str]) -> BTreeSet<String> {
+    paths.iter().map(|s| s.to_string()).collect()
+}
+
+fn best_is(origin: &Origin, path: &str, exclude: Option<u64>, expect: &BroadcastConsumer) -> bool {
+    origin
+        .route(&p(path), exclude)
+        .is_some_and(|a| a.broadcast.same(expect))
+}
+
+#[test]
+fn publish_route_and_consume_exact_path() {
+    let origin = Origin::new();
+    assert!(origin.is_empty());
+    let b = broadcast();
+    let handle = origin
+        .publish(p("/room/alice/"), b.consume(), Route::local())
+        .unwrap();
+    assert_eq!(origin.len(), 1);
+
+    let announced = origin.route(&p("room/alice"), None).unwrap();
+    assert_eq!(announced.path, p("room/alice"));
+    assert!(announced.broadcast.same(&b.consume()));
+    assert!(announced.route.hops.is_empty());
+    assert_eq!(announced.route.cost, RouteCost::default());
+    assert!(origin
+        .consume(&p("room/alice"), None)
+        .unwrap()
+        .same(&b.consume()));
+
+    // Lookups are by exact path: neither a parent nor a sibling resolves.
+    assert!(origin.route(&p("room"), None).is_none());
+    assert!(origin.route(&p("room/alice/cam"), None).is_none());
+    assert!(origin.route(&p("room/alic"), None).is_none());
+    assert!(origin.consume(&p("room/bob"), None).is_none());
+
+    drop(handle);
+    assert!(origin.is_empty());
+    assert!(origin.route(&p("room/alice"), None).is_none());
+    assert!(origin.consume(&p("room/alice"), None).is_none());
+}
+
+#[test]
+#[ignore = "bug: Origin::consume's doc promises a fallback to the nearest announced ancestor, \
+            but it resolves exact paths only (origin.rs consume)"]
+fn consume_falls_back_to_nearest_announced_ancestor() {
+    let origin = Origin::new();
+    let b = broadcast();
+    let _h = origin.publish(p("room"), b.consume(), Route::local()).unwrap();
+    let got = origin.consume(&p("room/alice"), None);
+    assert!(got.is_some_and(|c| c.same(&b.consume())));
+}
+
+#[test]
+fn best_route_ranks_warm_then_cold_then_hop_count() {
+    let origin = Origin::new();
+    let (a, b, c, d) = (broadcast(), broadcast(), broadcast(), broadcast());
+    let path = "x";
+    // Published best-first so "newest wins ties" cannot explain the choice.
+    let _ha = origin
+        .publish(p(path), a.consume(), route(1, 9, &[1, 2, 3]))
+        .unwrap();
+    let _hb = origin
+        .publish(p(path), b.consume(), route(2, 0, &[]))
+        .unwrap();
+    let _hc = origin
+        .publish(p(path), c.consume(), route(1, 10, &[]))
+        .unwrap();
+    let _hd = origin
+        .publish(p(path), d.consume(), route(1, 9, &[1, 2, 3, 4]))
+        .unwrap();
+    assert!(best_is(&origin, path, None, &a.consume()));
+    drop(_ha);
+    // Same warm and cold: fewer hops wins over newer.
+    assert!(best_is(&origin, path, None, &d.consume()));
+    drop(_hd);
+    // Lower warm beats lower cold.
+    assert!(best_is(&origin, path, None, &c.consume()));
+    drop(_hc);
+    assert!(best_is(&origin, path, None, &b.consume()));
+}
+
+#[test]
+fn newest_route_wins_ties_so_a_reconnecting_publisher_takes_over() {
+    let origin = Origin::new();
+    let old = broadcast();
+    let new = broadcast();
+    let h_old = origin
+        .publish(p("live/cam"), old.consume(), Route::local())
+        .unwrap();
+    assert!(best_is(&origin, "live/cam", None, &old.consume()));
+    let h_new = origin
+        .publish(p("live/cam"), new.consume(), Route::local())
+        .unwrap();
+    assert!(best_is(&origin, "live/cam", None, &new.consume()));
+    // The stale session going away later does not disturb the new one.
+    drop(h_old);
+    assert!(best_is(&origin, "live/cam", None, &new.consume()));
+    drop(h_new);
+    assert!(origin.route(&p("live/cam"), None).is_none());
+
+    // And if the new one leaves first, the old route is still there.
+    let h_old = origin
+        .publish(p("live/cam"), old.consume(), route(0, 0, &[5]))
+        .unwrap();
+    let h_new = origin
+        .publish(p("live/cam"), new.consume(), route(0, 0, &[6]))
+        .unwrap();
+    assert!(best_is(&origin, "live/cam", None, &new.consume()));
+    drop(h_new);
+    assert!(best_is(&origin, "live/cam", None, &old.consume()));
+    drop(h_old);
+}
+
+#[test]
+fn update_route_replaces_cost_in_place_and_notifies() {
+    let origin = Origin::new();
+    let (a, b) = (broadcast(), broadcast());
+    let ha = origin.publish(p("s"), a.consume(), route(1, 1, &[7])).unwrap();
+    let _hb = origin.publish(p("s"), b.consume(), route(5, 5, &[8])).unwrap();
+    let interest = origin.interest(Path::empty()).unwrap();
+    assert!(best_is(&origin, "s", None, &a.consume()));
+    origin.update_route(&ha, route(9, 9, &[7, 3]));
+    assert!(best_is(&origin, "s", None, &b.consume()));
+    assert_eq!(drain(&interest), Some(vec!["s".to_string()]));
+    // The updated route keeps its age: an equal update does not make it "newest".
+    origin.update_route(&ha, route(5, 5, &[7]));
+    assert!(best_is(&origin, "s", None, &b.consume()));
+    let got = origin.route(&p("s"), Some(8)).unwrap();
+    assert!(got.broadcast.same(&a.consume()));
+    assert_eq!(got.route.cost, RouteCost::new(5));
+    assert_eq!(&*got.route.hops, &[7]);
+    assert_eq!(origin.len(), 1);
+}
+
+#[test]
+fn exclude_hop_is_split_horizon() {
+    let origin = Origin::new();
+    let (via_peer, local) = (broadcast(), broadcast());
+    let _h1 = origin
+        .publish(p("a"), via_peer.consume(), route(0, 0, &[7, 9]))
+        .unwrap();
+    assert!(best_is(&origin, "a", None, &via_peer.consume()));
+    assert!(best_is(&origin, "a", Some(8), &via_peer.consume()));
+    // Hop 0 means "no hop to exclude".
+    assert!(best_is(&origin, "a", Some(0), &via_peer.consume()));
+    // A route through the asking peer, anywhere in its chain, is never offered back to it.
+    assert!(origin.route(&p("a"), Some(9)).is_none());
+    assert!(origin.route(&p("a"), Some(7)).is_none());
+    assert!(origin.consume(&p("a"), Some(7)).is_none());
+    assert!(origin.announced(&Path::empty(), Some(7)).is_empty());
+
+    // A costlier local route is what that peer gets instead.
+    let _h2 = origin
+        .publish(p("a"), local.consume(), route(100, 100, &[]))
+        .unwrap();
+    assert!(best_is(&origin, "a", Some(7), &local.consume()));
+    assert!(best_is(&origin, "a", None, &via_peer.consume()));
+    let ann = origin.announced(&Path::empty(), Some(9));
+    assert_eq!(ann.len(), 1);
+    assert!(ann[0].broadcast.same(&local.consume()));
+}
+
+#[test]
+fn closed_broadcasts_are_skipped() {
+    let origin = Origin::new();
+    let (cheap, dear) = (broadcast(), broadcast());
+    let _h1 = origin.publish(p("b"), cheap.consume(), Route::local()).unwrap();
+    let _h2 = origin
+        .publish(p("b"), dear.consume(), route(50, 50, &[3]))
+        .unwrap();
+    assert!(best_is(&origin, "b", None, &cheap.consume()));
+    cheap.close();
+    assert!(best_is(&origin, "b", None, &dear.consume()));
+    assert_eq!(origin.announced(&p("b"), None).len(), 1);
+    drop(dear); // dropping the producer closes it too
+    assert!(origin.route(&p("b"), None).is_none());
+    assert!(origin.consume(&p("b"), None).is_none());
+    assert!(origin.announced(&Path::empty(), None).is_empty());
+    // The routes themselves are still held until their handles go.
+    assert_eq!(origin.len(), 1);
+}
+
+#[test]
+fn announced_lists_live_paths_under_prefix_sorted() {
+    let origin = Origin::new();
+    let b = broadcast();
+    let mut handles = Vec::new();
+    for path in ["room/b", "room", "roomy/a", "room/a/x", "other", "room/a"] {
+        handles.push(origin.publish(p(path), b.consume(), Route::local()).unwrap());
+    }
+    let paths = |prefix: &str| -> Vec<String> {
+        origin
+            .announced(&p(prefix), None)
+            .into_iter()
+            .map(|a| a.path.to_string())
+            .collect()
+    };
+    assert_eq!(paths("room"), ["room", "room/a", "room/a/x", "room/b"]);
+    assert_eq!(paths("room/a"), ["room/a", "room/a/x"]);
+    assert_eq!(paths("roomy"), ["roomy/a"]);
+    assert!(paths("roo").is_empty());
+    assert_eq!(paths("").len(), 6);
+}
+
+#[test]
+fn unpublish_all_removes_a_batch_and_reports_each_path_once() {
+    let origin = Origin::new();
+    let b = broadcast();
+    let keep = broadcast();
+    let interest = origin.interest(Path::empty()).unwrap();
+    let mut batch = Vec::new();
+    for path in ["s/1", "s/1", "s/2", "s/3", "s/3", "s/3"] {
+        batch.push(origin.publish(p(path), b.consume(), Route::local()).unwrap());
+    }
+    let _kept = origin
+        .publish(p("s/3"), keep.consume(), route(1, 1, &[]))
+        .unwrap();
+    assert_eq!(drain_set(&interest), set(&["s/1", "s/2", "s/3"]));
+    assert!(drain(&interest).is_none());
+
+    origin.unpublish_all(batch);
+    let reported = drain(&interest).unwrap();
+    assert_eq!(reported.len(), 3, "each touched path once: {reported:?}");
+    assert_eq!(
+        reported.into_iter().collect::<BTreeSet<_>>(),
+        set(&["s/1", "s/2", "s/3"])
+    );
+    assert!(origin.route(&p("s/1"), None).is_none());
+    assert!(origin.route(&p("s/2"), None).is_none());
+    assert!(best_is(&origin, "s/3", None, &keep.consume()));
+    assert_eq!(origin.len(), 1);
+    // The handles were consumed without a second, stray notification.
+    assert!(drain(&interest).is_none());
+
+    // An empty batch is a no-op.
+    origin.unpublish_all(Vec::new());
+    assert!(drain(&interest).is_none());
+}
+
+#[test]
+fn interests_match_whole_segments() {
+    let origin = Origin::new();
+    let b = broadcast();
+    let room = origin.interest(p("room")).unwrap();
+    let room_a = origin.interest(p("room/a")).unwrap();
+    let all = origin.interest(Path::empty()).unwrap();
+    let roo = origin.interest(p("roo")).unwrap();
+
+    let mut handles = Vec::new();
+    for path in ["room", "room/a", "room/a/b", "roomy/a", "room/ab", "rooms", "x/room"] {
+        handles.push(origin.publish(p(path), b.consume(), Route::local()).unwrap());
+    }
+    assert_eq!(
+        drain_set(&room),
+        set(&["room", "room/a", "room/a/b", "room/ab"])
+    );
+    assert_eq!(drain_set(&room_a), set(&["room/a", "room/a/b"]));
+    assert_eq!(drain_set(&all).len(), 7);
+    assert!(drain(&roo).is_none(), "`roo` must not hear `room` or `rooms`");
+}
+
+#[test]
+fn dirty_paths_are_deduplicated_until_drained() {
+    let origin = Origin::new();
+    let b = broadcast();
+    let interest = origin.interest(p("a")).unwrap();
+    assert!(drain(&interest).is_none());
+    for _ in 0..5 {
+        let h = origin.publish(p("a/x"), b.consume(), Route::local()).unwrap();
+        origin.update_route(&h, route(1, 1, &[]));
+        drop(h);
+    }
+    origin.touch(&p("a/x"));
+    origin.touch(&p("a/y"));
+    origin.touch(&p("a/x"));
+    assert_eq!(
+        drain(&interest),
+        Some(vec!["a/x".to_string(), "a/y".to_string()])
+    );
+    assert!(drain(&interest).is_none());
+    // After a drain the same path is reported again.
+    origin.touch(&p("a/x"));
+    assert_eq!(drain(&interest), Some(vec!["a/x".to_string()]));
+}
+
+#[test]
+fn interest_is_woken_by_a_change_under_its_prefix_only() {
+    let origin = Origin::new();
+    let b = broadcast();
+    let interest = origin.interest(p("room")).unwrap();
+    let (flag, w) = Flag::new();
+    let mut cx = Context::from_waker(&w);
+    let mut out = Vec::new();
+    assert!(interest.poll_changed(&mut cx, &mut out).is_pending());
+    let _other = origin.publish(p("roomy"), b.consume(), Route::local()).unwrap();
+    assert!(!flag.woken());
+    let _h = origin.publish(p("room/1"), b.consume(), Route::local()).unwrap();
+    assert!(flag.woken());
+    assert!(interest.poll_changed(&mut cx, &mut out).is_ready());
+    assert_eq!(out, vec![p("room/1")]);
+    // The async form resolves at once while something is dirty.
+    origin.touch(&p("room"));
+    let mut out = Vec::new();
+    futures::executor::block_on(interest.changed(&mut out));
+    assert_eq!(out, vec![p("room")]);
+    assert!(interest.origin().route(&p("room/1"), None).is_some());
+}
+
+#[test]
+fn dropping_an_interest_unregisters_it() {
+    let origin = Origin::with_limits(OriginLimits {
+        max_routes: 16,
+        max_interests: 2,
+    });
+    let b = broadcast();
+    let i1 = origin.interest(p("a")).unwrap();
+    let i2 = origin.interest(p("a")).unwrap();
+    assert_eq!(
+        origin.interest(p("b")).unwrap_err(),
+        ModelError::TooMany("interests")
+    );
+    drop(i1);
+    // Its slot is free again, and changes still reach the survivor.
+    let i3 = origin.interest(p("a")).unwrap();
+    let _h = origin.publish(p("a/z"), b.consume(), Route::local()).unwrap();
+    assert_eq!(drain(&i2), Some(vec!["a/z".to_string()]));
+    assert_eq!(drain(&i3), Some(vec!["a/z".to_string()]));
+    drop(i2);
+    drop(i3);
+    // Every prefix entry is gone: two fresh interests fit and publish does not panic.
+    let _i4 = origin.interest(p("a")).unwrap();
+    let _i5 = origin.interest(p("c")).unwrap();
+    origin.touch(&p("a/z"));
+}
+
+#[test]
+fn route_handle_drop_unpublishes_and_notifies() {
+    let origin = Origin::new();
+    let b = broadcast();
+    let interest = origin.interest(p("a")).unwrap();
+    let h = origin.publish(p("a/b"), b.consume(), Route::local()).unwrap();
+    assert_eq!(drain(&interest), Some(vec!["a/b".to_string()]));
+    drop(h);
+    assert_eq!(drain(&interest), Some(vec!["a/b".to_string()]));
+    assert!(origin.route(&p("a/b"), None).is_none());
+    assert!(origin.is_empty());
+}
+
+#[test]
+fn route_limit_is_a_typed_error() {
+    let origin = Origin::with_limits(OriginLimits {
+        max_routes: 2,
+        max_interests: 16,
+    });
+    let b = broadcast();
+    let h1 = origin.publish(p("a"), b.consume(), Route::local()).unwrap();
+    let _h2 = origin.publish(p("a"), b.consume(), Route::local()).unwrap();
+    let err = origin
+        .publish(p("b"), b.consume(), Route::local())
+        .unwrap_err();
+    assert_eq!(err, ModelError::TooMany("routes"));
+    assert_eq!(err.stream_code(), starling_proto::StreamCode::Internal);
+    drop(h1);
+    let _h3 = origin.publish(p("b"), b.consume(), Route::local()).unwrap();
+    assert_eq!(origin.len(), 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Random operations against a reference model.
+
+const PATHS: &[&str] = &[
+    "a", "a/b", "a/bc", "a/b/c", "ab", "room", "roomy/a", "room/x", "z/y/x",
+];
+const PREFIXES: &[&str] = &["", "a", "a/b", "ab", "room", "roo", "z/y", "a/b/c/d"];
+const BROADCASTS: usize = 4;
+const HOP_IDS: u64 = 4;
+
+#[derive(Clone, Debug)]
+enum Op {
+    Publish {
+        path: usize,
+        broadcast: usize,
+        warm: u64,
+        cold: u64,
+        hops: Vec<u64>,
+    },
+    Unpublish(usize),
+    UnpublishAll(Vec<usize>),
+    Update {
+        handle: usize,
+        warm: u64,
+        cold: u64,
+        hops: Vec<u64>,
+    },
+    /// Close a broadcast (a fresh one takes its slot) and touch the paths it was published at.
+    Close(usize),
+    Touch(usize),
+    NewInterest(usize),
+    DropInterest(usize),
+    Drain(usize),
+}
+
+fn hops() -> impl Strategy<Value = Vec<u64>> {
+    proptest::collection::vec(1..=HOP_IDS, 0..3)
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (0..PATHS.len(), 0..BROADCASTS, 0..3u64, 0..3u64, hops()).prop_map(
+            |(path, broadcast, warm, cold, hops)| Op::Publish { path, broadcast, warm, cold, hops }
+        ),
+        3 => any::<usize>().prop_map(Op::Unpublish),
+        1 => proptest::collection::vec(any::<usize>(), 0..4).prop_map(Op::UnpublishAll),
+        3 => (any::<usize>(), 0..3u64, 0..3u64, hops()).prop_map(
+            |(handle, warm, cold, hops)| Op::Update { handle, warm, cold, hops }
+        ),
+        1 => (0..BROADCASTS).prop_map(Op::Close),
+        1 => (0..PATHS.len()).prop_map(Op::Touch),
+        2 => (0..PREFIXES.len()).prop_map(Op::NewInterest),
+        1 => any::<usize>().prop_map(Op::DropInterest),
+        3 => any::<usize>().prop_map(Op::Drain),
+    ]
+}
+
+struct RefRoute {
+    /// Publish order: higher is newer.
+    order: u64,
+    path: Path,
+    broadcast: BroadcastConsumer,
+    closed: Arc<AtomicBool>,
+    route: Route,
+}
+
+struct RefInterest {
+    prefix: Path,
+    pending: BTreeSet<Path>,
+    real: Interest,
+}
+
+struct Model {
+    origin: Origin,
+    /// Live broadcast per slot, with its reference "closed" flag.
+    broadcasts: Vec<(BroadcastProducer, Arc<AtomicBool>)>,
+    /// Producers of closed broadcasts are kept so nothing else changes under us.
+    retired: Vec<BroadcastProducer>,
+    /// Handles in the same order as `routes`.
+    handles: Vec<starling_model::RouteHandle>,
+    routes: Vec<RefRoute>,
+    interests: Vec<RefInterest>,
+    next_order: u64,
+}
+
+impl Model {
+    fn new() -> Self {
+        Model {
+            origin: Origin::new(),
+            broadcasts: (0..BROADCASTS)
+                .map(|_| (broadcast(), Arc::new(AtomicBool::new(false))))
+                .collect(),
+            retired: Vec::new(),
+            handles: Vec::new(),
+            routes: Vec::new(),
+            interests: Vec::new(),
+            next_order: 0,
+        }
+    }
+
+    fn changed(&mut self, path: &Path) {
+        for interest in &mut self.interests {
+            if path.has_prefix(&interest.prefix) {
+                interest.pending.insert(path.clone());
+            }
+        }
+    }
+
+    fn apply(&mut self, op: Op) {
+        match op {
+            Op::Publish {
+                path,
+                broadcast,
+                warm,
+                cold,
+                hops,
+            } => {
+                let path = p(PATHS[path]);
+                let (producer, closed) = &self.broadcasts[broadcast];
+                let r = route(warm, cold, &hops);
+                let handle = self
+                    .origin
+                    .publish(path.clone(), producer.consume(), r.clone())
+                    .unwrap();
+                self.handles.push(handle);
+                self.routes.push(RefRoute {
+                    order: self.next_order,
+                    path: path.clone(),
+                    broadcast: producer.consume(),
+                    closed: closed.clone(),
+                    route: r,
+                });
+                self.next_order += 1;
+                self.changed(&path);
+            }
+            Op::Unpublish(i) => {
+                if self.handles.is_empty() {
+                    return;
+                }
+                let i = i % self.handles.len();
+                drop(self.handles.remove(i));
+                let gone = self.routes.remove(i);
+                self.changed(&gone.path);
+            }
+            Op::UnpublishAll(picks) => {
+                let mut idx: Vec<usize> = if self.handles.is_empty() {
+                    Vec::new()
+                } else {
+                    picks.iter().map(|i| i % self.handles.len()).collect()
+                };
+                idx.sort_unstable();
+                idx.dedup();
+                let mut batch = Vec::new();
+                for &i in idx.iter().rev() {
+                    batch.push(self.handles.remove(i));
+                    let gone = self.routes.remove(i);
+                    self.changed(&gone.path);
+                }
+                self.origin.unpublish_all(batch);
+            }
+            Op::Update {
+                handle,
+                warm,
+                cold,
+                hops,
+            } => {
+                if self.handles.is_empty() {
+                    return;
+                }
+                let i = handle % self.handles.len();
+                let r = route(warm, cold, &hops);
+                self.origin.update_route(&self.handles[i], r.clone());
+                self.routes[i].route = r;
+                let path = self.routes[i].path.clone();
+                self.changed(&path);
+            }
+            Op::Close(slot) => {
+                let fresh = (broadcast(), Arc::new(AtomicBool::new(false)));
+                let (old, closed) = std::mem::replace(&mut self.broadcasts[slot], fresh);
+                old.close();
+                closed.store(true, Ordering::SeqCst);
+                let paths: BTreeSet<Path> = self
+                    .routes
+                    .iter()
+                    .filter(|r| r.broadcast.same(&old.consume()))
+                    .map(|r| r.path.clone())
+                    .collect();
+                for path in paths {
+                    self.origin.touch(&path);
+                    self.changed(&path);
+                }
+                self.retired.push(old);
+            }
+            Op::Touch(path) => {
+                let path = p(PATHS[path]);
+                self.origin.touch(&path);
+                self.changed(&path);
+            }
+            Op::NewInterest(prefix) => {
+                let prefix = p(PREFIXES[prefix]);
+                let real = self.origin.interest(prefix.clone()).unwrap();
+                self.interests.push(RefInterest {
+                    prefix,
+                    pending: BTreeSet::new(),
+                    real,
+                });
+            }
+            Op::DropInterest(i) => {
+                if !self.interests.is_empty() {
+                    let i = i % self.interests.len();
+                    self.interests.remove(i);
+                }
+            }
+            Op::Drain(i) => {
+                if self.interests.is_empty() {
+                    return;
+                }
+                let i = i % self.interests.len();
+                self.check_drain(i);
+            }
+        }
+    }
+
+    fn check_drain(&mut self, i: usize) {
+        let interest = &mut self.interests[i];
+        let w = noop_waker();
+        let mut cx = Context::from_waker(&w);
+        let mut out = Vec::new();
+        let ready = interest.real.poll_changed(&mut cx, &mut out).is_ready();
+        let expected = std::mem::take(&mut interest.pending);
+        assert_eq!(
+            ready,
+            !expected.is_empty(),
+            "interest {:?}: ready={ready} but expected {expected:?}",
+            interest.prefix
+        );
+        let got: BTreeSet<Path> = out.iter().cloned().collect();
+        assert_eq!(got.len(), out.len(), "duplicate paths reported: {out:?}");
+        assert_eq!(got, expected, "interest {:?}", interest.prefix);
+    }
+
+    fn ref_best(&self, path: &Path, exclude: Option<u64>) -> Option<&RefRoute> {
+        self.routes
+            .iter()
+            .filter(|r| &r.path == path)
+            .filter(|r| match exclude {
+                Some(h) if h != 0 => !r.route.hops.contains(&h),
+                _ => true,
+            })
+            .filter(|r| !r.closed.load(Ordering::SeqCst))
+            .min_by_key(|r| {
+                (
+                    r.route.cost.warm,
+                    r.route.cost.cold,
+                    r.route.hops.len(),
+                    std::cmp::Reverse(r.order),
+                )
+            })
+    }
+
+    fn check_tables(&self) {
+        let excludes = std::iter::once(None).chain((0..=HOP_IDS).map(Some));
+        let distinct: BTreeSet<&Path> = self.routes.iter().map(|r| &r.path).collect();
+        assert_eq!(self.origin.len(), distinct.len());
+        for exclude in excludes {
+            for path in PATHS {
+                let path = p(path);
+                let got = self.origin.route(&path, exclude);
+                let want = self.ref_best(&path, exclude);
+                match (got, want) {
+                    (None, None) => {}
+                    (Some(got), Some(want)) => {
+                        assert_eq!(got.path, path);
+                        assert!(got.broadcast.same(&want.broadcast), "{path:?} {exclude:?}");
+                        assert_eq!(got.route.cost, want.route.cost, "{path:?} {exclude:?}");
+                        assert_eq!(got.route.hops, want.route.hops, "{path:?} {exclude:?}");
+                    }
+                    (got, want) => panic!(
+                        "route({path:?}, {exclude:?}): got {:?}, want {:?}",
+                        got.map(|a| a.route),
+                        want.map(|r| r.route.clone())
+                    ),
+                }
+                let consumed = self.origin.consume(&path, exclude);
+                assert_eq!(
+                    consumed.map(|c| want.is_some_and(|w| c.same(&w.broadcast))),
+                    want.map(|_| true)
+                );
+            }
+            for prefix in PREFIXES {
+                let prefix = p(prefix);
+                let got = self.origin.announced(&prefix, exclude);
+                let want: Vec<&RefRoute> = distinct
+                    .iter()
+                    .filter(|path| path.has_prefix(&prefix))
+                    .filter_map(|path| self.ref_best(path, exclude))
+                    .collect();
+                assert_eq!(
+                    got.iter().map(|a| &a.path).collect::<Vec<_>>(),
+                    want.iter().map(|r| &r.path).collect::<Vec<_>>(),
+                    "announced({prefix:?}, {exclude:?})"
+                );
+                for (g, w) in got.iter().zip(&want) {
+                    assert!(g.broadcast.same(&w.broadcast));
+                    assert_eq!(g.route.cost, w.route.cost);
+                    assert_eq!(g.route.hops, w.route.hops);
+                }
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn route_table_matches_reference(ops in proptest::collection::vec(op(), 1..60)) {
+        let mut model = Model::new();
+        for op in ops {
+            model.apply(op);
+            model.check_tables();
+        }
+        // Every interest still holds exactly what changed under it since its last drain.
+        for i in 0..model.interests.len() {
+            model.check_drain(i);
+        }
+        // Dropping every handle empties the table.
+        model.handles.clear();
+        model.routes.clear();
+        prop_assert!(model.origin.is_empty());
+        model.check_tables();
+    }
+}
