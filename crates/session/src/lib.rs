@@ -14,7 +14,7 @@ mod session;
 mod subscriber;
 mod writer;
 
-pub use budget::RecvBudget;
+pub use budget::{Account, Rank, RecvBudget};
 pub use config::{random_hop, SessionConfig, SessionLimits};
 pub use error::Error;
 pub use session::{Accepting, ClientSetup, PeerSetup, Session, SessionStats};

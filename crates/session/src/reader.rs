@@ -3,11 +3,11 @@
 use bytes::{Bytes, BytesMut};
 use starling_proto::{
     decode_frame_header_with_limit, decode_message_with_limit, decode_typed_with_limit, varint,
-    DecodeError, FrameHeader, Message, TypedMessage, Version,
+    DecodeError, FrameHeader, Message, StreamCode, TypedMessage, Version,
 };
 use starling_transport::RecvStream;
 
-use crate::budget::RecvBudget;
+use crate::budget::{Account, Rank, RecvBudget};
 use crate::error::Error;
 
 /// Most bytes taken from the transport per read.
@@ -17,21 +17,27 @@ pub(crate) struct Reader<R: RecvStream> {
     stream: R,
     buf: BytesMut,
     version: Version,
-    budget: RecvBudget,
+    account: Account,
     charged: usize,
     fin: bool,
 }
 
 impl<R: RecvStream> Reader<R> {
-    pub fn new(stream: R, version: Version, budget: RecvBudget) -> Self {
+    /// A reader charging `budget` at `rank` (see [`Rank`]).
+    pub fn new(stream: R, version: Version, budget: &RecvBudget, rank: Rank) -> Self {
         Reader {
             stream,
             buf: BytesMut::new(),
             version,
-            budget,
+            account: budget.account(rank),
             charged: 0,
             fin: false,
         }
+    }
+
+    /// Re-rank this stream once its header says what it carries.
+    pub fn set_rank(&self, rank: Rank) {
+        self.account.set_rank(rank);
     }
 
     /// Pull one more chunk; false at FIN.
@@ -39,10 +45,14 @@ impl<R: RecvStream> Reader<R> {
         if self.fin {
             return Ok(false);
         }
-        match self.stream.read(READ_CHUNK).await? {
+        let read = tokio::select! {
+            read = self.stream.read(READ_CHUNK) => read?,
+            _ = self.account.evicted() => return Err(Error::Stream(StreamCode::Evicted)),
+        };
+        match read {
             Some(chunk) => {
-                if !self.budget.try_charge(chunk.len()) {
-                    return Err(Error::Bound("receive budget"));
+                if !self.account.try_charge(chunk.len()) {
+                    return Err(Error::Stream(StreamCode::Evicted));
                 }
                 self.charged += chunk.len();
                 self.buf.extend_from_slice(&chunk);
@@ -57,7 +67,7 @@ impl<R: RecvStream> Reader<R> {
 
     fn settle(&mut self) {
         if self.charged > self.buf.len() {
-            self.budget.release(self.charged - self.buf.len());
+            self.account.release(self.charged - self.buf.len());
             self.charged = self.buf.len();
         }
     }
@@ -114,11 +124,8 @@ impl<R: RecvStream> Reader<R> {
     /// Exactly `size` payload bytes; a FIN inside them is `WrongSize`.
     pub async fn payload(&mut self, size: usize) -> Result<Bytes, Error> {
         while self.buf.len() < size {
-            if !self.budget.try_charge(0) {
-                return Err(Error::Bound("receive budget"));
-            }
             if !self.fill().await? {
-                return Err(Error::Stream(starling_proto::StreamCode::WrongSize));
+                return Err(Error::Stream(StreamCode::WrongSize));
             }
         }
         let payload = self.buf.split_to(size).freeze();
@@ -139,8 +146,3 @@ impl<R: RecvStream> Reader<R> {
     }
 }
 
-impl<R: RecvStream> Drop for Reader<R> {
-    fn drop(&mut self) {
-        self.budget.release(self.charged);
-    }
-}

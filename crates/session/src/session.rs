@@ -12,7 +12,7 @@ use starling_proto::{
 use starling_transport::{RecvStream, SendStream, Transport, TransportError};
 use tokio_util::sync::CancellationToken;
 
-use crate::budget::RecvBudget;
+use crate::budget::{Rank, RecvBudget};
 use crate::config::SessionConfig;
 use crate::error::Error;
 use crate::reader::Reader;
@@ -178,7 +178,7 @@ impl<T: Transport> Accepting<T> {
         let read = async {
             loop {
                 let stream = transport.accept_uni().await?;
-                let mut reader = Reader::new(stream, version, RecvBudget::new(64 << 10));
+                let mut reader = Reader::new(stream, version, &RecvBudget::new(64 << 10), Rank::Control);
                 match reader.varint().await? {
                     Some(code) if code == UniType::Setup.code() => {
                         let setup = reader
@@ -284,7 +284,7 @@ impl<T: Transport> Session<T> {
         let timeout = config.limits.handshake_timeout;
         let read = async {
             let stream = transport.accept_uni().await?;
-            let mut reader = Reader::new(stream, version, RecvBudget::new(64 << 10));
+            let mut reader = Reader::new(stream, version, &RecvBudget::new(64 << 10), Rank::Control);
             match reader.varint().await? {
                 Some(code) if code == UniType::Setup.code() => reader
                     .message::<Setup>(64 << 10)
@@ -447,7 +447,7 @@ async fn drive<T: Transport>(shared: Arc<Shared<T>>) {
 }
 
 async fn handle_bi<T: Transport>(shared: Arc<Shared<T>>, send: T::Send, recv: T::Recv) {
-    let mut reader = Reader::new(recv, shared.version, shared.budget.clone());
+    let mut reader = Reader::new(recv, shared.version, &shared.budget, Rank::Control);
     let mut writer = Writer::new(send, shared.version);
     let kind = match reader.varint().await {
         Ok(Some(kind)) => kind,
@@ -478,7 +478,7 @@ async fn handle_bi<T: Transport>(shared: Arc<Shared<T>>, send: T::Send, recv: T:
 }
 
 async fn handle_uni<T: Transport>(shared: Arc<Shared<T>>, recv: T::Recv) {
-    let mut reader = Reader::new(recv, shared.version, shared.budget.clone());
+    let mut reader = Reader::new(recv, shared.version, &shared.budget, Rank::Unknown);
     match reader.varint().await {
         Ok(Some(code)) if code == UniType::Group.code() => {
             subscriber::group(&shared, &mut reader).await;
@@ -487,7 +487,7 @@ async fn handle_uni<T: Transport>(shared: Arc<Shared<T>>, recv: T::Recv) {
             shared.fail(Error::ProtocolViolation("second SETUP stream"));
         }
         Ok(_) => reader.stop(StreamCode::Internal.to_code()),
-        Err(_) => {}
+        Err(err) => reader.stop(err.stream_code().to_code()),
     }
 }
 

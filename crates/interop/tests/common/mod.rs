@@ -109,31 +109,36 @@ pub async fn step<T>(what: &str, fut: impl Future<Output = T>) -> anyhow::Result
 }
 
 /// Expands to `mod $name` holding the four {lite-06, lite-05} x {raw QUIC, WebTransport} tests
-/// of a scenario `async fn(Case) -> anyhow::Result<()>` defined beside the invocation.
+/// of a scenario `async fn(Case) -> anyhow::Result<()>` defined beside the invocation. Leading
+/// attributes (say `#[ignore = "…"]`) are put on each of the four tests.
 macro_rules! version_binding_matrix {
-    ($name:ident => $scenario:ident) => {
+    ($(#[$attr:meta])* $name:ident => $scenario:ident) => {
         mod $name {
             use crate::common::{run, Binding, Case};
             use starling_proto::Version;
 
+            $(#[$attr])*
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn lite06_raw_quic() {
                 let case = Case::new(Version::Lite06, Binding::Quic);
                 run(case, super::$scenario(case)).await;
             }
 
+            $(#[$attr])*
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn lite06_webtransport() {
                 let case = Case::new(Version::Lite06, Binding::WebTransport);
                 run(case, super::$scenario(case)).await;
             }
 
+            $(#[$attr])*
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn lite05_raw_quic() {
                 let case = Case::new(Version::Lite05, Binding::Quic);
                 run(case, super::$scenario(case)).await;
             }
 
+            $(#[$attr])*
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn lite05_webtransport() {
                 let case = Case::new(Version::Lite05, Binding::WebTransport);

@@ -13,6 +13,7 @@ use starling_proto::{
 use starling_transport::Transport;
 use tokio_util::sync::CancellationToken;
 
+use crate::budget::Rank;
 use crate::error::Error;
 use crate::reader::Reader;
 use crate::session::{reset_code, Shared};
@@ -53,7 +54,7 @@ async fn run<T: Transport>(shared: &Arc<Shared<T>>, prefix: &Path) -> Result<(),
     let base = shared.absolute(prefix)?;
     let (send, recv) = shared.transport.open_bi().await?;
     let mut writer = Writer::new(send, shared.version);
-    let mut reader = Reader::new(recv, shared.version, shared.budget.clone());
+    let mut reader = Reader::new(recv, shared.version, &shared.budget, Rank::Control);
     writer.queue_varint(BidiType::Announce.code())?;
     writer
         .message(&AnnounceRequest {

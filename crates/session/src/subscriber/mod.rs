@@ -12,6 +12,7 @@ use starling_proto::{
 };
 use starling_transport::Transport;
 
+use crate::budget::Rank;
 use crate::error::Error;
 use crate::reader::Reader;
 use crate::session::{reset_code, Shared};
@@ -67,7 +68,7 @@ async fn pull<T: Transport>(
 
     let (send, recv) = shared.transport.open_bi().await?;
     let mut writer = Writer::new(send, shared.version);
-    let mut reader = Reader::new(recv, shared.version, shared.budget.clone());
+    let mut reader = Reader::new(recv, shared.version, &shared.budget, Rank::Control);
     writer.queue_varint(BidiType::Subscribe.code())?;
     writer
         .message(&Subscribe {
@@ -140,7 +141,7 @@ async fn request_info<T: Transport>(
     let limits = &shared.config.limits;
     let (send, recv) = shared.transport.open_bi().await?;
     let mut writer = Writer::new(send, shared.version);
-    let mut reader = Reader::new(recv, shared.version, shared.budget.clone());
+    let mut reader = Reader::new(recv, shared.version, &shared.budget, Rank::Control);
     writer.queue_varint(BidiType::Track.code())?;
     writer
         .message(&Track {
@@ -182,6 +183,11 @@ pub(crate) async fn group<T: Transport>(shared: &Arc<Shared<T>>, reader: &mut Re
         reader.stop(StreamCode::Cancelled.to_code());
         return;
     };
+    // We subscribe upstream at priority 0; within it, older groups are evicted first.
+    reader.set_rank(Rank::Data {
+        priority: 0,
+        sequence: header.sequence,
+    });
     let mut group = match track.create_group(header.sequence) {
         Ok(group) => group,
         Err(err) => {
