@@ -451,7 +451,13 @@ async fn handle_bi<T: Transport>(shared: Arc<Shared<T>>, send: T::Send, recv: T:
     let mut writer = Writer::new(send, shared.version);
     let kind = match reader.varint().await {
         Ok(Some(kind)) => kind,
-        _ => return,
+        Ok(None) => return,
+        Err(err) => {
+            let code = err.stream_code().to_code();
+            writer.reset(code);
+            reader.stop(code);
+            return;
+        }
     };
     let Some(kind) = BidiType::from_code(kind).filter(|k| k.allowed_in(shared.version)) else {
         // Unknown or version-foreign bidi type: drop the stream, keep the session.
