@@ -42,10 +42,4 @@ async fn burst(case: Case) -> anyhow::Result<()> {
 }
 
 version_binding_matrix!(lockstep_groups => lockstep);
-version_binding_matrix!(
-    /// Fails today: the Starling relay's upstream SUBSCRIBE always carries Max Age 0 instead of
-    /// the downstream subscribers' aggregate (spec §4.6), so the moq-dev publisher skips every
-    /// group but the newest ones and the subscriber never gets groups 1..=4.
-    #[ignore = "Starling bug: relay subscribes upstream with Max Age 0 (session/src/subscriber/mod.rs)"]
-    burst_groups => burst
-);
+version_binding_matrix!(burst_groups => burst);

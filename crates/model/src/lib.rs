@@ -13,7 +13,7 @@ pub use broadcast::{BroadcastConsumer, BroadcastProducer};
 pub use error::ModelError;
 pub use group::{Frame, GroupConsumer, GroupProducer};
 pub use origin::{Announced, Interest, Origin, OriginLimits, Route, RouteHandle};
-pub use track::{StartAt, TrackConsumer, TrackInfo, TrackProducer};
+pub use track::{Demand, StartAt, TrackConsumer, TrackInfo, TrackProducer};
 
 /// Per-track bounds: every buffer a peer can grow through the model has one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -26,13 +26,26 @@ fn max_age_ticks(info: &TrackInfo) -> u64 {
     StartAt::ticks(info.max_age_ms, info.timescale)
 }
 
-/// Where a new reader starts.
+/// Where a new reader starts, and what it asks of the publisher.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StartAt {
-    /// Reach back this far (presentation time) into the cache; 0 means the latest group.
+    /// The reader's max age: delivery reaches back this far (presentation time) into the
+    /// cache, 0 meaning the latest group; it is also what relays ask of their upstream.
     pub max_age_ms: u64,
+    /// Start at the latest group whatever the max age (lite-05's absent start).
+    pub latest: bool,
     /// Never deliver groups below this sequence.
     pub floor: Option<u64>,
+    /// The reader's subscriber priority (higher is more urgent).
+    pub priority: u8,
+}
+
+/// What a track's readers ask of its publisher, aggregated the way relays forward it
+/// upstream: the highest priority and the longest max age of any reader so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Demand {
+    pub priority: u8,
+    pub max_age_ms: u64,
 }
 
 #[derive(Debug)]
@@ -53,8 +66,10 @@ struct TrackState {
     /// Exclusive final sequence once the track finished.
     end: Option<u64>,
     consumers: usize,
+    demand: Demand,
     waiters: Waiters,
     unused_waiters: Waiters,
+    demand_waiters: Waiters,
 }
 
 #[derive(Debug)]
@@ -156,8 +171,10 @@ impl TrackProducer {
                     closed: None,
                     end: None,
                     consumers: 0,
+                    demand: Demand::default(),
                     waiters: Waiters::default(),
                     unused_waiters: Waiters::default(),
+                    demand_waiters: Waiters::default(),
                 }),
             }),
         }
@@ -260,6 +277,26 @@ impl TrackProducer {
         poll_fn(|cx| self.poll_unused(cx)).await
     }
 
+    /// What the readers ask for so far.
+    pub fn demand(&self) -> Demand {
+        self.shared.state.lock().demand
+    }
+
+    /// Ready with the demand once it differs from `seen`.
+    pub fn poll_demand(&self, cx: &mut Context<'_>, seen: Demand) -> Poll<Demand> {
+        let mut state = self.shared.state.lock();
+        if state.demand != seen {
+            Poll::Ready(state.demand)
+        } else {
+            state.demand_waiters.register(cx);
+            Poll::Pending
+        }
+    }
+
+    pub async fn demand_changed(&self, seen: Demand) -> Demand {
+        poll_fn(|cx| self.poll_demand(cx, seen)).await
+    }
+
     /// Cached bytes (for metrics and tests).
     pub fn cached_bytes(&self) -> usize {
         self.shared.state.lock().bytes
@@ -307,7 +344,18 @@ impl Clone for TrackConsumer {
 
 impl TrackConsumer {
     fn new(shared: Arc<TrackShared>, start: StartAt) -> Self {
-        shared.state.lock().consumers += 1;
+        {
+            let mut state = shared.state.lock();
+            state.consumers += 1;
+            let demand = Demand {
+                priority: state.demand.priority.max(start.priority),
+                max_age_ms: state.demand.max_age_ms.max(start.max_age_ms),
+            };
+            if demand != state.demand {
+                state.demand = demand;
+                state.demand_waiters.wake_all();
+            }
+        }
         TrackConsumer {
             shared,
             start,
@@ -379,7 +427,7 @@ impl TrackConsumer {
             return tail;
         };
         let floor = start.floor.unwrap_or(0);
-        if start.max_age_ms == 0 || state.info.is_none() {
+        if start.latest || start.max_age_ms == 0 || state.info.is_none() {
             if latest_seq >= floor {
                 return latest_arrival;
             }

@@ -31,18 +31,25 @@ pub(crate) fn start_of(version: Version, msg: &Subscribe) -> StartAt {
     if version.resolves_start() {
         StartAt {
             max_age_ms: msg.max_age_ms,
+            latest: false,
             floor: msg.group_start,
+            priority: msg.priority,
         }
     } else {
         match msg.group_start {
             // lite-05: absent start pins the latest group.
+            // lite-05: an absent start pins the latest group; a start reaches back to it.
             None => StartAt {
-                max_age_ms: 0,
+                max_age_ms: msg.max_age_ms,
+                latest: true,
                 floor: None,
+                priority: msg.priority,
             },
             Some(start) => StartAt {
-                max_age_ms: u64::MAX / 4,
+                max_age_ms: msg.max_age_ms.max(u64::MAX / 4),
+                latest: false,
                 floor: Some(start),
+                priority: msg.priority,
             },
         }
     }

@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use starling_model::{BroadcastProducer, Frame, TrackProducer};
 use starling_proto::{
-    BidiType, GroupHeader, Path, StreamCode, Subscribe, SubscribeResponse, Track, TrackInfo,
+    BidiType, GroupHeader, Path, StreamCode, Subscribe, SubscribeResponse, SubscribeUpdate, Track,
+    TrackInfo,
 };
 use starling_transport::Transport;
 
@@ -70,13 +71,17 @@ async fn pull<T: Transport>(
     let mut writer = Writer::new(send, shared.version);
     let mut reader = Reader::new(recv, shared.version, &shared.budget, Rank::Control);
     writer.queue_varint(BidiType::Subscribe.code())?;
+    // Readers' demand, aggregated (priority max, max age max) and clamped to the publisher's
+    // window, goes upstream; it is updated as readers with larger demands arrive.
+    let window = track.info().map(|i| i.max_age_ms).unwrap_or(u64::MAX);
+    let mut demand = track.demand();
     writer
         .message(&Subscribe {
             id,
             broadcast: wire.clone(),
             track: track.name().to_string(),
-            priority: 0,
-            max_age_ms: 0,
+            priority: demand.priority,
+            max_age_ms: demand.max_age_ms.min(window),
             group_start: None,
             group_end: None,
             frame_start: 0,
@@ -110,6 +115,19 @@ async fn pull<T: Transport>(
                         return Ok(());
                     }
                 }
+            }
+            now = track.demand_changed(demand) => {
+                demand = now;
+                writer
+                    .message(&SubscribeUpdate {
+                        priority: demand.priority,
+                        max_age_ms: demand.max_age_ms.min(window),
+                        group_start: None,
+                        group_end: None,
+                        frame_start: 0,
+                        frame_end: None,
+                    })
+                    .await?;
             }
             _ = &mut unused => {
                 // Last reader gone: unsubscribe with a FIN.
