@@ -144,7 +144,11 @@ impl BroadcastConsumer {
             return Err(StreamCode::NotFound);
         }
         if state.tracks.len() >= self.strong.limits.max_tracks_per_broadcast {
-            return Err(StreamCode::Internal);
+            // Finished and failed tracks do not count against the bound.
+            state.tracks.retain(|_, track| !track.is_closed());
+            if state.tracks.len() >= self.strong.limits.max_tracks_per_broadcast {
+                return Err(StreamCode::Internal);
+            }
         }
         let producer = TrackProducer::new(name, None, self.strong.limits);
         let consumer = producer.consume(start);

@@ -16,6 +16,8 @@ pub enum ModelError {
     GroupTooLarge,
     #[error("group {0} already exists")]
     DuplicateGroup(u64),
+    #[error("group {0} is older than what already left the cache")]
+    Expired(u64),
     #[error("too many {0}")]
     TooMany(&'static str),
 }
@@ -28,6 +30,7 @@ impl ModelError {
             ModelError::FrameTooLarge(_) => StreamCode::FrameTooLarge,
             ModelError::GroupTooLarge => StreamCode::GroupTooLarge,
             ModelError::DuplicateGroup(_) => StreamCode::Cancelled,
+            ModelError::Expired(_) => StreamCode::Old,
             ModelError::TooMany(_) => StreamCode::Internal,
         }
     }

@@ -97,11 +97,7 @@ pub struct GroupProducer {
 }
 
 impl GroupProducer {
-    pub(crate) fn new(
-        group: Arc<Group>,
-        limits: Limits,
-        track: Option<Arc<TrackShared>>,
-    ) -> Self {
+    pub(crate) fn new(group: Arc<Group>, limits: Limits, track: Option<Arc<TrackShared>>) -> Self {
         GroupProducer {
             group,
             limits,

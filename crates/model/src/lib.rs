@@ -21,7 +21,7 @@ pub struct Limits {
     pub max_frame_bytes: usize,
     pub max_group_bytes: usize,
     pub max_group_frames: usize,
-    /// Cached bytes per track beyond the latest group.
+    /// Cached bytes per track; the latest group always stays, even alone over the budget.
     pub track_cache_bytes: usize,
     /// Cached groups per track.
     pub max_cached_groups: usize,

