@@ -127,8 +127,14 @@ impl Relay {
     }
 
     async fn drain(&self) {
-        let sessions: Vec<Session<QuicTransport>> =
-            self.inner.sessions.lock().expect("sessions lock").values().cloned().collect();
+        let sessions: Vec<Session<QuicTransport>> = self
+            .inner
+            .sessions
+            .lock()
+            .expect("sessions lock")
+            .values()
+            .cloned()
+            .collect();
         tracing::info!(sessions = sessions.len(), "draining");
         for session in &sessions {
             let _ = session.goaway("").await;

@@ -145,4 +145,3 @@ impl<R: RecvStream> Reader<R> {
         self.stream.stop(code);
     }
 }
-

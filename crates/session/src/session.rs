@@ -178,7 +178,8 @@ impl<T: Transport> Accepting<T> {
         let read = async {
             loop {
                 let stream = transport.accept_uni().await?;
-                let mut reader = Reader::new(stream, version, &RecvBudget::new(64 << 10), Rank::Control);
+                let mut reader =
+                    Reader::new(stream, version, &RecvBudget::new(64 << 10), Rank::Control);
                 match reader.varint().await? {
                     Some(code) if code == UniType::Setup.code() => {
                         let setup = reader
@@ -284,7 +285,8 @@ impl<T: Transport> Session<T> {
         let timeout = config.limits.handshake_timeout;
         let read = async {
             let stream = transport.accept_uni().await?;
-            let mut reader = Reader::new(stream, version, &RecvBudget::new(64 << 10), Rank::Control);
+            let mut reader =
+                Reader::new(stream, version, &RecvBudget::new(64 << 10), Rank::Control);
             match reader.varint().await? {
                 Some(code) if code == UniType::Setup.code() => reader
                     .message::<Setup>(64 << 10)
@@ -369,8 +371,7 @@ impl<T: Transport> Session<T> {
     /// Ask the peer to reconnect (to `uri`, or here when empty) and stop opening requests; the
     /// session keeps serving what is open. A second call does nothing (spec §4.12).
     pub async fn goaway(&self, uri: &str) -> Result<(), Error> {
-        if !self.shared.version.has_goaway()
-            || self.shared.goaway_sent.swap(true, Ordering::AcqRel)
+        if !self.shared.version.has_goaway() || self.shared.goaway_sent.swap(true, Ordering::AcqRel)
         {
             return Ok(());
         }

@@ -82,7 +82,8 @@ async fn incomplete_units_are_bounded_by_the_receive_budget() {
     )
     .unwrap();
     send.write(request.freeze()).await.unwrap();
-    let ok: Result<Option<Bytes>, TransportError> =
-        tokio::time::timeout(TIMEOUT, recv.read(1024)).await.unwrap();
+    let ok: Result<Option<Bytes>, TransportError> = tokio::time::timeout(TIMEOUT, recv.read(1024))
+        .await
+        .unwrap();
     assert!(ok.unwrap().is_some(), "ANNOUNCE_OK after the flood");
 }

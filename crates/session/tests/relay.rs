@@ -146,13 +146,25 @@ async fn a_reconnecting_publisher_takes_its_path_over() {
         let relay = Relay::new();
         let old = publisher(&relay, version, "room/alice", &["video"]).await;
         wait_announced(&relay.origin, "room/alice", true).await;
-        let old_chain = relay.origin.route(&path("room/alice"), None).unwrap().route.hops;
+        let old_chain = relay
+            .origin
+            .route(&path("room/alice"), None)
+            .unwrap()
+            .route
+            .hops;
 
         // The same path published again (a publisher that reconnected) wins at once.
         let new = publisher(&relay, version, "room/alice", &["video"]).await;
         let interest = relay.origin.interest(path("room/alice")).unwrap();
         let mut changed = Vec::new();
-        while relay.origin.route(&path("room/alice"), None).unwrap().route.hops == old_chain {
+        while relay
+            .origin
+            .route(&path("room/alice"), None)
+            .unwrap()
+            .route
+            .hops
+            == old_chain
+        {
             tokio::time::timeout(TIMEOUT, interest.changed(&mut changed))
                 .await
                 .expect("takeover in time");
@@ -165,7 +177,8 @@ async fn a_reconnecting_publisher_takes_its_path_over() {
         assert_eq!(read_group(&mut track).await.1, vec!["new"], "{version}");
 
         // The old session leaving does not unannounce the path.
-        old.session.close(starling_proto::SessionCode::NoError, "gone");
+        old.session
+            .close(starling_proto::SessionCode::NoError, "gone");
         drop(old);
         let mut group = new.tracks[0].append_group().unwrap();
         group.write_frame(frame(1000, "still")).unwrap();

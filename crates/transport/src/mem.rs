@@ -144,7 +144,8 @@ impl Transport for MemTransport {
         let out = self.new_pipe();
         let back = self.new_pipe();
         let mut peer = self.shared.sides[self.peer()].lock().unwrap();
-        peer.bi.push_back((MemSend(back.clone()), MemRecv(out.clone())));
+        peer.bi
+            .push_back((MemSend(back.clone()), MemRecv(out.clone())));
         peer.accept_wakers.wake();
         Ok((MemSend(out), MemRecv(back)))
     }
