@@ -5,9 +5,7 @@ mod common;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use common::*;
-use starling_proto::{encode_message, AnnounceRequest, Path, Role, Setup, StreamCode, Version};
-use starling_session::{random_hop, Accepting, SessionConfig};
-use starling_transport::mem::pair;
+use starling_proto::{encode_message, AnnounceRequest, Path, Role, StreamCode, Version};
 use starling_transport::{RecvStream, SendStream, Transport, TransportError};
 
 const BUDGET: usize = 256 * 1024;
@@ -16,27 +14,10 @@ const BUDGET: usize = 256 * 1024;
 async fn incomplete_units_are_bounded_by_the_receive_budget() {
     let version = Version::Lite06;
     let relay = Relay::new();
-    let (client, server) = pair();
-    let accept = {
-        let relay = relay.clone();
-        tokio::spawn(async move {
-            let accepting = Accepting::new(server, version, TIMEOUT).await.unwrap();
-            let mut config = SessionConfig::new(relay.hop);
-            config.publish = Some(relay.origin.clone());
-            config.limits.recv_budget = BUDGET;
-            accepting.start(config).await.unwrap()
-        })
-    };
-    let mut setup = Setup::new();
-    setup.set_hop(Some(random_hop())).unwrap();
-    setup.set_role(Some(Role::Subscriber));
-    let mut bytes = BytesMut::new();
-    bytes.put_u8(0x01);
-    encode_message(&setup, version, &mut bytes).unwrap();
-    let mut uni = client.open_uni().await.unwrap();
-    uni.write(bytes.freeze()).await.unwrap();
-    uni.finish().unwrap();
-    let relay_side = accept.await.unwrap();
+    let (client, relay_side) = raw_client(&relay, version, Role::Subscriber, |config| {
+        config.limits.recv_budget = BUDGET;
+    })
+    .await;
 
     // 64 group streams, each stuck inside a 60 KiB header: 3.75 MiB offered, 256 KiB allowed.
     let mut streams = Vec::new();

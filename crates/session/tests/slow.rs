@@ -3,14 +3,10 @@
 
 mod common;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use common::*;
 use starling_model::{Frame, TrackInfo};
-use starling_proto::{
-    decode_message, encode_message, GroupHeader, Role, Setup, Subscribe, Version,
-};
-use starling_session::{random_hop, Accepting, SessionConfig};
-use starling_transport::mem::pair;
+use starling_proto::{decode_message, GroupHeader, Role, Version};
 use starling_transport::{RecvStream, SendStream, Transport};
 
 const GROUPS: u64 = 12;
@@ -34,46 +30,11 @@ async fn slow_subscriber_never_delays_a_fast_one() {
     let mut fast_track = fast.track("room/alice", "video").await;
 
     // The slow peer: a hand-driven client that subscribes and then never reads a group stream.
-    let (client, server) = pair();
-    let relay_side = {
-        let relay = relay.clone();
-        tokio::spawn(async move {
-            let accepting = Accepting::new(server, version, TIMEOUT).await.unwrap();
-            let mut config = SessionConfig::new(relay.hop);
-            config.publish = Some(relay.origin.clone());
-            accepting.start(config).await.unwrap()
-        })
-    };
-    let mut setup = Setup::new();
-    setup.set_hop(Some(random_hop())).unwrap();
-    setup.set_role(Some(Role::Subscriber));
-    let mut bytes = BytesMut::new();
-    bytes.put_u8(0x01);
-    encode_message(&setup, version, &mut bytes).unwrap();
-    let mut uni = client.open_uni().await.unwrap();
-    uni.write(bytes.freeze()).await.unwrap();
-    uni.finish().unwrap();
-    let slow_relay_side = relay_side.await.unwrap();
+    let (client, slow_relay_side) = raw_client(&relay, version, Role::Subscriber, |_| {}).await;
     let (mut send, mut recv) = client.open_bi().await.unwrap();
-    let mut bytes = BytesMut::new();
-    bytes.put_u8(0x02);
-    encode_message(
-        &Subscribe {
-            id: 0,
-            broadcast: path("room/alice"),
-            track: "video".into(),
-            priority: 0,
-            max_age_ms: 0,
-            group_start: None,
-            group_end: None,
-            frame_start: 0,
-            frame_end: None,
-        },
-        version,
-        &mut bytes,
-    )
-    .unwrap();
-    send.write(bytes.freeze()).await.unwrap();
+    send.write(subscribe_bytes(version, 0, "room/alice", "video", 0))
+        .await
+        .unwrap();
 
     let payload = Bytes::from(vec![7u8; FRAME_BYTES]);
     for seq in 0..GROUPS {

@@ -42,6 +42,8 @@ struct PipeState {
     stopped: Option<u32>,
     /// The reader is gone or finished reading.
     reader_done: bool,
+    /// The sender's current send order (tests inspect it from the receiving side).
+    priority: i32,
     closed: Option<TransportError>,
     readers: Wakers,
     writers: Wakers,
@@ -260,7 +262,9 @@ impl SendStream for MemSend {
         Ok(())
     }
 
-    fn set_priority(&mut self, _order: i32) {}
+    fn set_priority(&mut self, order: i32) {
+        self.0 .0.lock().unwrap().priority = order;
+    }
 
     fn finish(&mut self) -> Result<(), TransportError> {
         let mut s = self.0 .0.lock().unwrap();
@@ -315,6 +319,13 @@ impl Drop for MemSend {
 
 /// Receiving half of an in-memory stream.
 pub struct MemRecv(Pipe);
+
+impl MemRecv {
+    /// The send order the sender last set on this stream.
+    pub fn send_priority(&self) -> i32 {
+        self.0 .0.lock().unwrap().priority
+    }
+}
 
 impl RecvStream for MemRecv {
     async fn read(&mut self, max: usize) -> Result<Option<Bytes>, TransportError> {

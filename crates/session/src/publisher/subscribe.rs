@@ -143,7 +143,8 @@ async fn serve<T: Transport>(
     mut track: TrackConsumer,
 ) -> Result<(), Error> {
     let limits = &shared.config.limits;
-    let mut priority = msg.priority;
+    // In-flight group streams follow the subscription's priority as updates change it.
+    let (priority_tx, priority) = tokio::sync::watch::channel(msg.priority);
     let mut group_end = msg.group_end;
     let mut started = false;
     let mut inflight: VecDeque<InFlight> = VecDeque::new();
@@ -154,7 +155,7 @@ async fn serve<T: Transport>(
             update = reader.message::<SubscribeUpdate>(limits.max_control_message) => {
                 match update {
                     Ok(Some(update)) => {
-                        priority = update.priority;
+                        priority_tx.send_replace(update.priority);
                         group_end = update.group_end;
                     }
                     Ok(None) => {
@@ -187,6 +188,7 @@ async fn serve<T: Transport>(
                         let abort = Abort::default();
                         let task_shared = shared.clone();
                         let task_abort = abort.clone();
+                        let priority = priority.clone();
                         let sequence = group.sequence();
                         let id = msg.id;
                         let task = tokio::spawn(async move {
@@ -228,7 +230,7 @@ async fn send_group<T: Transport>(
     shared: Arc<Shared<T>>,
     subscribe_id: u64,
     mut group: GroupConsumer,
-    priority: u8,
+    mut priority: tokio::sync::watch::Receiver<u8>,
     abort: Abort,
 ) {
     let stream = tokio::select! {
@@ -239,10 +241,10 @@ async fn send_group<T: Transport>(
         },
     };
     let mut writer = Writer::new(stream, shared.version);
-    writer.set_priority(send_order(priority, group.sequence()));
+    writer.set_priority(send_order(*priority.borrow_and_update(), group.sequence()));
     let result = tokio::select! {
         code = abort.aborted() => Err(code),
-        result = write_group(&shared, &mut writer, subscribe_id, &mut group) => result,
+        result = write_group(&shared, &mut writer, subscribe_id, &mut group, &mut priority) => result,
     };
     match result {
         Ok(()) => {
@@ -258,6 +260,7 @@ async fn write_group<T: Transport>(
     writer: &mut Writer<T::Send>,
     subscribe_id: u64,
     group: &mut GroupConsumer,
+    priority: &mut tokio::sync::watch::Receiver<u8>,
 ) -> Result<(), StreamCode> {
     let header = GroupHeader {
         subscribe_id,
@@ -273,6 +276,10 @@ async fn write_group<T: Transport>(
     loop {
         let done = poll_fn(|cx| group.poll_frames(cx, &mut frames)).await?;
         for frame in frames.drain(..) {
+            // A SUBSCRIBE_UPDATE re-prioritizes in-flight streams at the next frame.
+            if priority.has_changed().unwrap_or(false) {
+                writer.set_priority(send_order(*priority.borrow_and_update(), group.sequence()));
+            }
             let delta = frame.timestamp as i64 - previous as i64;
             previous = frame.timestamp;
             let size = frame.payload.len();

@@ -148,3 +148,95 @@ pub async fn read_group(track: &mut TrackConsumer) -> (u64, Vec<String>) {
     }
     (group.sequence(), out)
 }
+
+/// A hand-driven client: its SETUP is sent, the relay side is running; the caller writes raw
+/// streams on the returned transport.
+pub async fn raw_client(
+    relay: &Relay,
+    version: Version,
+    role: starling_proto::Role,
+    configure: impl FnOnce(&mut SessionConfig),
+) -> (MemTransport, Session<MemTransport>) {
+    use bytes::BufMut;
+    use starling_transport::{SendStream, Transport};
+    let (client, server) = pair();
+    let mut config = SessionConfig::new(relay.hop);
+    config.publish = Some(relay.origin.clone());
+    configure(&mut config);
+    let accept = tokio::spawn(async move {
+        let accepting = Accepting::new(server, version, TIMEOUT).await.unwrap();
+        accepting.start(config).await.unwrap()
+    });
+    let mut setup = starling_proto::Setup::new();
+    setup.set_hop(Some(random_hop())).unwrap();
+    setup.set_role(Some(role));
+    let mut bytes = bytes::BytesMut::new();
+    bytes.put_u8(0x01);
+    starling_proto::encode_message(&setup, version, &mut bytes).unwrap();
+    let mut uni = client.open_uni().await.unwrap();
+    uni.write(bytes.freeze()).await.unwrap();
+    uni.finish().unwrap();
+    (client, accept.await.unwrap())
+}
+
+/// The bytes of a subscribe stream's opening: type, then SUBSCRIBE at the live edge.
+pub fn subscribe_bytes(
+    version: Version,
+    id: u64,
+    broadcast: &str,
+    track: &str,
+    priority: u8,
+) -> bytes::Bytes {
+    use bytes::BufMut;
+    let mut bytes = bytes::BytesMut::new();
+    bytes.put_u8(0x02);
+    starling_proto::encode_message(
+        &starling_proto::Subscribe {
+            id,
+            broadcast: path(broadcast),
+            track: track.into(),
+            priority,
+            max_age_ms: 0,
+            group_start: None,
+            group_end: None,
+            frame_start: 0,
+            frame_end: None,
+        },
+        version,
+        &mut bytes,
+    )
+    .unwrap();
+    bytes.freeze()
+}
+
+/// Accept the relay's next group stream (skipping its SETUP stream) and read its header.
+pub async fn next_group_stream(
+    client: &MemTransport,
+    version: Version,
+) -> (
+    starling_transport::mem::MemRecv,
+    starling_proto::GroupHeader,
+) {
+    use starling_transport::{RecvStream, Transport};
+    loop {
+        let mut stream = tokio::time::timeout(TIMEOUT, client.accept_uni())
+            .await
+            .expect("a stream from the relay")
+            .unwrap();
+        let mut head = bytes::BytesMut::new();
+        loop {
+            let chunk = stream.read(1 << 20).await.unwrap().expect("stream data");
+            head.extend_from_slice(&chunk);
+            if head[0] == 0x01 {
+                break; // the relay's SETUP stream
+            }
+            let mut rest = bytes::BytesMut::from(&head[1..]);
+            if let Some(header) =
+                starling_proto::decode_message::<starling_proto::GroupHeader>(&mut rest, version)
+                    .unwrap()
+            {
+                return (stream, header);
+            }
+        }
+    }
+}
