@@ -234,6 +234,7 @@ impl<T: Transport> Accepting<T> {
     pub async fn start(self, config: SessionConfig) -> Result<Session<T>, Error> {
         let mut setup = Setup::new();
         setup.set_hop(Some(config.hop))?;
+        advertise_probe(&self.transport, &mut setup);
         send_setup(&self.transport, self.version, &setup).await?;
         Ok(Session::run(
             self.transport,
@@ -241,6 +242,13 @@ impl<T: Transport> Accepting<T> {
             config,
             self.setup,
         ))
+    }
+}
+
+/// We report PROBEs when the transport measures an RTT (spec §4.1 Probe).
+fn advertise_probe<T: Transport>(transport: &T, setup: &mut Setup) {
+    if transport.rtt_ms().is_some() {
+        setup.set_probe(ProbeLevel::Report);
     }
 }
 
@@ -281,6 +289,7 @@ impl<T: Transport> Session<T> {
         if let Some(cost) = client.cost {
             setup.set_cost(Some(cost));
         }
+        advertise_probe(&transport, &mut setup);
         send_setup(&transport, version, &setup).await?;
         let timeout = config.limits.handshake_timeout;
         let read = async {

@@ -2,6 +2,7 @@
 //! FETCH) from the origin we publish.
 
 mod announce;
+mod probe;
 mod subscribe;
 
 use std::sync::Arc;
@@ -16,6 +17,7 @@ use crate::session::Shared;
 use crate::writer::Writer;
 
 pub(crate) use announce::announce;
+pub(crate) use probe::probe;
 pub(crate) use subscribe::{send_order, subscribe};
 
 /// TRACK → TRACK_INFO, FIN (spec §4.5). The track stays read until the requester FINs, so an
@@ -96,12 +98,12 @@ pub(crate) async fn fetch<T: Transport>(
     Ok(())
 }
 
-/// PROBE and GOAWAY streams: we send no probes; a GOAWAY is read and noted.
+/// PROBE streams get our reports; a GOAWAY is read and noted.
 pub(crate) async fn hold<T: Transport>(
     shared: &Arc<Shared<T>>,
     kind: BidiType,
     reader: &mut Reader<T::Recv>,
-    _writer: &mut Writer<T::Send>,
+    writer: &mut Writer<T::Send>,
 ) -> Result<(), Error> {
     let limits = &shared.config.limits;
     let _slot = Shared::<T>::take_slot(&shared.requests, limits.max_requests)
@@ -128,10 +130,6 @@ pub(crate) async fn hold<T: Transport>(
             shared.goaway_received.notify_waiters();
             Ok(())
         }
-        // The subscriber sends only the type byte; anything more is malformed (spec §4.11).
-        _ => reader
-            .finished()
-            .await
-            .map_err(|_| Error::Stream(StreamCode::MalformedTrack)),
+        _ => probe(shared, reader, writer).await,
     }
 }
