@@ -430,6 +430,7 @@ impl<T: Transport> Session<T> {
 /// Accept the peer's streams until the session ends.
 async fn drive<T: Transport>(shared: Arc<Shared<T>>) {
     let result: Result<(), Error> = async {
+        let mut datagrams = shared.version.has_datagrams();
         loop {
             tokio::select! {
                 _ = shared.cancel.cancelled() => return Ok(()),
@@ -443,6 +444,11 @@ async fn drive<T: Transport>(shared: Arc<Shared<T>>) {
                     let task = shared.clone();
                     shared.spawn(async move { handle_uni(task, recv).await });
                 }
+                datagram = shared.transport.recv_datagram(), if datagrams => match datagram {
+                    Ok(datagram) => subscriber::datagram(&shared, datagram),
+                    // Datagrams unavailable on this transport: stop asking; the session goes on.
+                    Err(_) => datagrams = false,
+                },
             }
         }
     }

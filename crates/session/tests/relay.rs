@@ -187,3 +187,48 @@ async fn a_reconnecting_publisher_takes_its_path_over() {
         assert!(relay.origin.route(&path("room/alice"), None).is_some());
     }
 }
+
+#[tokio::test]
+async fn datagrams_arrive_as_single_frame_groups() {
+    use starling_transport::Transport;
+    let version = Version::Lite06;
+    let relay = Relay::new();
+    let publisher = publisher(&relay, version, "room/alice", &["video"]).await;
+    let sub = subscriber(&relay, version).await;
+    let mut track = sub.track("room/alice", "video").await;
+    let mut group = publisher.tracks[0].append_group().unwrap();
+    group.write_frame(frame(0, "stream")).unwrap();
+    group.finish();
+    assert_eq!(
+        read_group(&mut track).await,
+        (0, vec!["stream".to_string()])
+    );
+
+    // The relay's upstream subscription is id 0 on the publisher's session.
+    let mut datagram = bytes::BytesMut::new();
+    starling_proto::Datagram {
+        subscribe_id: 0,
+        sequence: 1,
+        timestamp: 40,
+        payload: bytes::Bytes::from_static(b"datagram"),
+    }
+    .encode(version, &mut datagram)
+    .unwrap();
+    // Noise first: an unknown subscription and bytes that do not decode are dropped.
+    publisher
+        .transport
+        .send_datagram(bytes::Bytes::from_static(&[0x3f, 0x01, 0x00, 0x61]))
+        .unwrap();
+    publisher
+        .transport
+        .send_datagram(bytes::Bytes::from_static(&[0xff]))
+        .unwrap();
+    publisher
+        .transport
+        .send_datagram(datagram.freeze())
+        .unwrap();
+    assert_eq!(
+        read_group(&mut track).await,
+        (1, vec!["datagram".to_string()])
+    );
+}

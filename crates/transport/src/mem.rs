@@ -63,9 +63,15 @@ impl Pipe {
     }
 }
 
+/// Datagrams a side holds unread before new ones are dropped, like a full socket buffer.
+const DATAGRAM_QUEUE: usize = 1024;
+/// Largest datagram payload, like a QUIC path's.
+const DATAGRAM_SIZE: usize = 1200;
+
 struct SideState {
     bi: VecDeque<(MemSend, MemRecv)>,
     uni: VecDeque<MemRecv>,
+    datagrams: VecDeque<Bytes>,
     accept_wakers: Wakers,
     closed: Option<TransportError>,
     closed_wakers: Wakers,
@@ -92,6 +98,7 @@ pub fn pair() -> (MemTransport, MemTransport) {
         Mutex::new(SideState {
             bi: VecDeque::new(),
             uni: VecDeque::new(),
+            datagrams: VecDeque::new(),
             accept_wakers: Wakers::default(),
             closed: None,
             closed_wakers: Wakers::default(),
@@ -184,6 +191,38 @@ impl Transport for MemTransport {
             }
             if let Some(recv) = side.uni.pop_front() {
                 return Poll::Ready(Ok(recv));
+            }
+            side.accept_wakers.register(cx);
+            Poll::Pending
+        })
+        .await
+    }
+
+    fn max_datagram_size(&self) -> usize {
+        DATAGRAM_SIZE
+    }
+
+    fn send_datagram(&self, payload: Bytes) -> Result<(), TransportError> {
+        self.check_open()?;
+        if payload.len() > DATAGRAM_SIZE {
+            return Ok(()); // dropped, as an oversized datagram is
+        }
+        let mut peer = self.shared.sides[self.peer()].lock().unwrap();
+        if peer.datagrams.len() < DATAGRAM_QUEUE {
+            peer.datagrams.push_back(payload);
+            peer.accept_wakers.wake();
+        }
+        Ok(())
+    }
+
+    async fn recv_datagram(&self) -> Result<Bytes, TransportError> {
+        poll_fn(|cx| {
+            let mut side = self.shared.sides[self.side].lock().unwrap();
+            if let Some(err) = &side.closed {
+                return Poll::Ready(Err(err.clone()));
+            }
+            if let Some(datagram) = side.datagrams.pop_front() {
+                return Poll::Ready(Ok(datagram));
             }
             side.accept_wakers.register(cx);
             Poll::Pending

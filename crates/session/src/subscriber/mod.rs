@@ -248,3 +248,35 @@ pub(crate) async fn group<T: Transport>(shared: &Arc<Shared<T>>, reader: &mut Re
         }
     }
 }
+
+/// One DATAGRAM: a single-frame group on an existing subscription (spec §4.10). Anything that
+/// does not decode or names no subscription of ours is dropped silently.
+pub(crate) fn datagram<T: Transport>(shared: &Arc<Shared<T>>, payload: bytes::Bytes) {
+    if !shared.version.has_datagrams() {
+        return;
+    }
+    let Ok(datagram) = starling_proto::Datagram::decode(&payload, shared.version) else {
+        return;
+    };
+    let track = shared.upstream.lock().get(&datagram.subscribe_id).cloned();
+    let Some(track) = track else { return };
+    let Ok(mut group) = track.create_group(datagram.sequence) else {
+        return;
+    };
+    let size = datagram.payload.len() as u64;
+    if group
+        .write_frame(Frame {
+            timestamp: datagram.timestamp,
+            payload: datagram.payload,
+        })
+        .is_ok()
+    {
+        group.finish();
+        shared.stats.groups_received.fetch_add(1, Ordering::Relaxed);
+        shared.stats.frames_received.fetch_add(1, Ordering::Relaxed);
+        shared
+            .stats
+            .bytes_received
+            .fetch_add(size, Ordering::Relaxed);
+    }
+}

@@ -40,7 +40,18 @@ impl Relay {
         version: Version,
         config: SessionConfig,
     ) -> (Session<MemTransport>, Session<MemTransport>) {
+        let (session, relay_side, _) = self.connect_raw(version, config).await;
+        (session, relay_side)
+    }
+
+    /// Like `connect`, also returning the client's transport.
+    pub async fn connect_raw(
+        &self,
+        version: Version,
+        config: SessionConfig,
+    ) -> (Session<MemTransport>, Session<MemTransport>, MemTransport) {
         let (client, server) = pair();
+        let transport = client.clone();
         let relay = self.clone();
         let accept = tokio::spawn(async move {
             let accepting = Accepting::new(server, version, TIMEOUT).await.unwrap();
@@ -52,7 +63,7 @@ impl Relay {
         let session = Session::connect(client, version, ClientSetup::default(), config)
             .await
             .unwrap();
-        (session, accept.await.unwrap())
+        (session, accept.await.unwrap(), transport)
     }
 }
 
@@ -63,6 +74,8 @@ pub struct Publisher {
     pub route: RouteHandle,
     pub tracks: Vec<TrackProducer>,
     pub session: Session<MemTransport>,
+    /// The publisher's end of its connection, for tests that inject raw traffic.
+    pub transport: MemTransport,
 }
 
 pub async fn publisher(relay: &Relay, version: Version, name: &str, tracks: &[&str]) -> Publisher {
@@ -77,13 +90,14 @@ pub async fn publisher(relay: &Relay, version: Version, name: &str, tracks: &[&s
         .unwrap();
     let mut config = SessionConfig::new(random_hop());
     config.publish = Some(origin.clone());
-    let (session, _) = relay.connect(version, config).await;
+    let (session, _, transport) = relay.connect_raw(version, config).await;
     Publisher {
         origin,
         broadcast,
         route,
         tracks,
         session,
+        transport,
     }
 }
 
