@@ -105,6 +105,11 @@ impl GroupProducer {
         }
     }
 
+    /// A group outside any track (a fetched group), bounded by `limits`.
+    pub fn standalone(sequence: u64, limits: Limits) -> Self {
+        GroupProducer::new(Group::new(sequence), limits, None)
+    }
+
     pub fn sequence(&self) -> u64 {
         self.group.sequence
     }

@@ -406,6 +406,21 @@ impl<T: Transport> Session<T> {
         }
     }
 
+    /// Fetch one group of `track` in broadcast `path` (relative to the root) from frame
+    /// `frame_start` on; the group fills as the frames arrive.
+    pub fn fetch(
+        &self,
+        path: Path,
+        track: &str,
+        group: u64,
+        frame_start: u64,
+    ) -> Result<starling_model::GroupConsumer, Error> {
+        subscriber::fetch(
+            &self.shared,
+            subscriber::fetch_request(path, track, group, frame_start),
+        )
+    }
+
     /// Close the session with `code`.
     pub fn close(&self, code: SessionCode, reason: &str) {
         self.shared.transport.close(code.to_code(), reason);

@@ -232,3 +232,63 @@ async fn datagrams_arrive_as_single_frame_groups() {
         (1, vec!["datagram".to_string()])
     );
 }
+
+#[tokio::test]
+async fn fetch_reads_a_cached_group_from_a_frame_on() {
+    for version in [Version::Lite06, Version::Lite05] {
+        let relay = Relay::new();
+        let publisher = publisher(&relay, version, "room/alice", &["video"]).await;
+        let sub = subscriber(&relay, version).await;
+        let mut track = sub.track("room/alice", "video").await;
+        for seq in 0..2u64 {
+            let mut group = publisher.tracks[0].append_group().unwrap();
+            for i in 0..3u64 {
+                group
+                    .write_frame(frame(seq * 1000 + i * 10, &format!("g{seq}f{i}")))
+                    .unwrap();
+            }
+            group.finish();
+            read_group(&mut track).await;
+        }
+        // Group 0 is still in the relay's cache; fetch it whole, then from frame 1 (06 only).
+        let mut fetched = sub
+            .session
+            .fetch(path("room/alice"), "video", 0, 0)
+            .unwrap();
+        let mut frames = Vec::new();
+        while let Some(f) = tokio::time::timeout(TIMEOUT, fetched.next_frame())
+            .await
+            .unwrap()
+            .unwrap()
+        {
+            frames.push((f.timestamp, String::from_utf8(f.payload.to_vec()).unwrap()));
+        }
+        assert_eq!(
+            frames,
+            vec![(0, "g0f0".into()), (10, "g0f1".into()), (20, "g0f2".into())],
+            "{version}"
+        );
+        if version == Version::Lite06 {
+            let mut tail = sub
+                .session
+                .fetch(path("room/alice"), "video", 1, 1)
+                .unwrap();
+            let first = tokio::time::timeout(TIMEOUT, tail.next_frame())
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap();
+            assert_eq!(&first.payload[..], b"g1f1");
+        }
+        // A group that does not exist is refused.
+        let mut missing = sub
+            .session
+            .fetch(path("room/alice"), "video", 9, 0)
+            .unwrap();
+        let err = tokio::time::timeout(TIMEOUT, missing.next_frame())
+            .await
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(err, starling_proto::StreamCode::NotFound);
+    }
+}

@@ -2,6 +2,7 @@
 //! (one upstream subscription per track, however many readers), and receives group streams.
 
 mod announce;
+mod fetch;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -20,6 +21,7 @@ use crate::session::{reset_code, Shared};
 use crate::writer::Writer;
 
 pub(crate) use announce::announced;
+pub(crate) use fetch::{fetch, request as fetch_request};
 
 /// Answer the track requests of one broadcast the peer serves (`wire` is relative to the root).
 pub(crate) async fn serve_requests<T: Transport>(
