@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use starling_model::Limits;
 use starling_proto::Version;
 use starling_session::SessionLimits;
 
@@ -23,6 +24,8 @@ pub struct RelayConfig {
     /// Versions served, most preferred first.
     pub versions: Vec<Version>,
     pub session_limits: SessionLimits,
+    /// Cache and group bounds for every track the relay holds.
+    pub model_limits: Limits,
     /// Serve HTTP on the TCP port with the same number.
     pub http: bool,
     /// How long sessions get to leave after GOAWAY when the relay shuts down.
@@ -36,6 +39,7 @@ impl Default for RelayConfig {
             tls: TlsSource::Generate(vec!["localhost".to_string()]),
             versions: Version::SUPPORTED.to_vec(),
             session_limits: SessionLimits::default(),
+            model_limits: Limits::default(),
             http: true,
             drain_timeout: std::time::Duration::from_secs(5),
         }

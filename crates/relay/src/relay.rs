@@ -212,6 +212,7 @@ impl Inner {
         let mut config = SessionConfig::new(self.hop);
         config.root = grant.root.clone();
         config.limits = self.config.session_limits.clone();
+        config.model_limits = self.config.model_limits;
         if grant.subscribe {
             config.publish = Some(self.origin.clone());
         }

@@ -29,6 +29,12 @@ pub struct RelayArgs {
     /// Versions served, most preferred first.
     #[arg(long = "listen-version", value_delimiter = ',')]
     versions: Vec<Version>,
+    /// Cache budget per track in bytes (the latest group always stays).
+    #[arg(long)]
+    cache_track_bytes: Option<usize>,
+    /// Seconds sessions get to leave after GOAWAY on shutdown.
+    #[arg(long)]
+    drain_timeout_secs: Option<u64>,
 }
 
 /// The TOML file's shape.
@@ -40,6 +46,8 @@ struct FileConfig {
     tls: FileTls,
     #[serde(default)]
     versions: Vec<String>,
+    cache_track_bytes: Option<usize>,
+    drain_timeout_secs: Option<u64>,
 }
 
 #[derive(Deserialize, Debug, Default)]
@@ -89,6 +97,12 @@ fn build(args: RelayArgs) -> anyhow::Result<RelayConfig> {
     if !versions.is_empty() {
         config.versions = versions;
     }
+    if let Some(bytes) = args.cache_track_bytes.or(file.cache_track_bytes) {
+        config.model_limits.track_cache_bytes = bytes;
+    }
+    if let Some(secs) = args.drain_timeout_secs.or(file.drain_timeout_secs) {
+        config.drain_timeout = std::time::Duration::from_secs(secs);
+    }
     Ok(config)
 }
 
@@ -125,7 +139,7 @@ mod tests {
         let file = dir.join("relay.toml");
         std::fs::write(
             &file,
-            "bind = \"127.0.0.1:5000\"\nversions = [\"moq-lite-05\"]\n[tls]\ngenerate = [\"relay.test\"]\n",
+            "bind = \"127.0.0.1:5000\"\nversions = [\"moq-lite-05\"]\ncache_track_bytes = 1024\n[tls]\ngenerate = [\"relay.test\"]\n",
         )
         .unwrap();
         let config = build(RelayArgs {
@@ -135,6 +149,7 @@ mod tests {
         .unwrap();
         assert_eq!(config.bind, "127.0.0.1:5000".parse().unwrap());
         assert_eq!(config.versions, vec![Version::Lite05]);
+        assert_eq!(config.model_limits.track_cache_bytes, 1024);
         assert!(matches!(config.tls, TlsSource::Generate(ref h) if h == &["relay.test"]));
         let config = build(RelayArgs {
             config: Some(file),
