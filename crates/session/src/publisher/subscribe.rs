@@ -55,6 +55,52 @@ pub(crate) fn start_of(version: Version, msg: &Subscribe) -> StartAt {
     }
 }
 
+/// A subscription's start and end bounds (spec §4.6 "Frame bounds").
+struct Bounds {
+    group_start: Option<u64>,
+    frame_start: u64,
+    group_end: Option<u64>,
+    frame_end: Option<u64>,
+}
+
+impl Bounds {
+    fn of(msg: &Subscribe) -> Self {
+        Bounds {
+            group_start: msg.group_start,
+            frame_start: msg.frame_start,
+            group_end: msg.group_end,
+            frame_end: msg.frame_end,
+        }
+    }
+
+    fn update(&mut self, update: &SubscribeUpdate) {
+        self.group_start = update.group_start;
+        self.frame_start = update.frame_start;
+        self.group_end = update.group_end;
+        self.frame_end = update.frame_end;
+    }
+
+    /// Whether a group is under the serving cap.
+    fn within(&self, sequence: u64) -> bool {
+        self.group_end.is_none_or(|end| sequence <= end)
+    }
+
+    /// Position a group on its first frame; the last frame to send, if bounded. Frame bounds
+    /// qualify only the start and end groups; groups in between go whole.
+    fn apply(&self, mut group: GroupConsumer) -> (GroupConsumer, Option<u64>) {
+        let sequence = group.sequence();
+        if self.group_start == Some(sequence) && self.frame_start > 0 {
+            group.seek(self.frame_start as usize);
+        }
+        let last = if self.group_end == Some(sequence) {
+            self.frame_end
+        } else {
+            None
+        };
+        (group, last)
+    }
+}
+
 /// QUIC send order: subscriber priority first, then newer groups first.
 pub(crate) fn send_order(priority: u8, sequence: u64) -> i32 {
     ((priority as i32) << 23) | (sequence & 0x7f_ffff) as i32
@@ -145,9 +191,34 @@ async fn serve<T: Transport>(
     let limits = &shared.config.limits;
     // In-flight group streams follow the subscription's priority as updates change it.
     let (priority_tx, priority) = tokio::sync::watch::channel(msg.priority);
-    let mut group_end = msg.group_end;
+    let mut bounds = Bounds::of(&msg);
     let mut started = false;
     let mut inflight: VecDeque<InFlight> = VecDeque::new();
+    // Groups above the serving cap wait here (bounded) until an update raises the cap.
+    let mut held: VecDeque<GroupConsumer> = VecDeque::new();
+    let spawn = |group: GroupConsumer, bounds: &Bounds, inflight: &mut VecDeque<InFlight>| {
+        while inflight.len() >= limits.max_inflight_groups.max(1) {
+            if let Some(old) = inflight.pop_front() {
+                shared.stats.groups_skipped.fetch_add(1, Ordering::Relaxed);
+                old.abort.abort(StreamCode::TooFarBehind);
+            }
+        }
+        let (group, last_frame) = bounds.apply(group);
+        let abort = Abort::default();
+        let task_shared = shared.clone();
+        let task_abort = abort.clone();
+        let priority = priority.clone();
+        let sequence = group.sequence();
+        let id = msg.id;
+        let task = tokio::spawn(async move {
+            send_group(task_shared, id, group, last_frame, priority, task_abort).await;
+        });
+        inflight.push_back(InFlight {
+            sequence,
+            abort,
+            task,
+        });
+    };
 
     let outcome: Result<Option<u64>, Error> = loop {
         inflight.retain(|g| !g.task.is_finished());
@@ -156,7 +227,13 @@ async fn serve<T: Transport>(
                 match update {
                     Ok(Some(update)) => {
                         priority_tx.send_replace(update.priority);
-                        group_end = update.group_end;
+                        bounds.update(&update);
+                        let (ready, still): (Vec<_>, Vec<_>) =
+                            held.drain(..).partition(|g| bounds.within(g.sequence()));
+                        held.extend(still);
+                        for group in ready {
+                            spawn(group, &bounds, &mut inflight);
+                        }
                     }
                     Ok(None) => {
                         // The subscriber FIN'd: stop, reset what is in flight, FIN our side.
@@ -172,29 +249,19 @@ async fn serve<T: Transport>(
             next = track.next_group() => {
                 match next {
                     Ok(Some(group)) => {
-                        if group_end.is_some_and(|end| group.sequence() > end) {
-                            continue; // beyond the serving cap
+                        if !bounds.within(group.sequence()) {
+                            // Group End is a serving cap, not a terminator (spec §4.6).
+                            if held.len() >= limits.max_inflight_groups.max(1) {
+                                held.pop_front();
+                            }
+                            held.push_back(group);
+                            continue;
                         }
                         if !started {
                             started = true;
                             writer.typed(&SubscribeResponse::Start { group: group.sequence() }).await?;
                         }
-                        while inflight.len() >= limits.max_inflight_groups.max(1) {
-                            if let Some(old) = inflight.pop_front() {
-                                shared.stats.groups_skipped.fetch_add(1, Ordering::Relaxed);
-                                old.abort.abort(StreamCode::TooFarBehind);
-                            }
-                        }
-                        let abort = Abort::default();
-                        let task_shared = shared.clone();
-                        let task_abort = abort.clone();
-                        let priority = priority.clone();
-                        let sequence = group.sequence();
-                        let id = msg.id;
-                        let task = tokio::spawn(async move {
-                            send_group(task_shared, id, group, priority, task_abort).await;
-                        });
-                        inflight.push_back(InFlight { sequence, abort, task });
+                        spawn(group, &bounds, &mut inflight);
                     }
                     Ok(None) => break Ok(track.end()),
                     Err(code) => break Err(Error::Stream(code)),
@@ -230,6 +297,7 @@ async fn send_group<T: Transport>(
     shared: Arc<Shared<T>>,
     subscribe_id: u64,
     mut group: GroupConsumer,
+    last_frame: Option<u64>,
     mut priority: tokio::sync::watch::Receiver<u8>,
     abort: Abort,
 ) {
@@ -244,7 +312,7 @@ async fn send_group<T: Transport>(
     writer.set_priority(send_order(*priority.borrow_and_update(), group.sequence()));
     let result = tokio::select! {
         code = abort.aborted() => Err(code),
-        result = write_group(&shared, &mut writer, subscribe_id, &mut group, &mut priority) => result,
+        result = write_group(&shared, &mut writer, subscribe_id, &mut group, last_frame, &mut priority) => result,
     };
     match result {
         Ok(()) => {
@@ -260,6 +328,7 @@ async fn write_group<T: Transport>(
     writer: &mut Writer<T::Send>,
     subscribe_id: u64,
     group: &mut GroupConsumer,
+    last_frame: Option<u64>,
     priority: &mut tokio::sync::watch::Receiver<u8>,
 ) -> Result<(), StreamCode> {
     let header = GroupHeader {
@@ -272,9 +341,19 @@ async fn write_group<T: Transport>(
         .and_then(|_| writer.queue(&header))
         .map_err(|_| StreamCode::Internal)?;
     let mut previous = 0u64;
+    let mut index = header.frame_start;
     let mut frames = Vec::new();
     loop {
-        let done = poll_fn(|cx| group.poll_frames(cx, &mut frames)).await?;
+        let mut done = poll_fn(|cx| group.poll_frames(cx, &mut frames)).await?;
+        if let Some(last) = last_frame {
+            // Frame End bounds the end group: stop after the last requested frame.
+            let room = (last + 1).saturating_sub(index) as usize;
+            if frames.len() >= room {
+                frames.truncate(room);
+                done = true;
+            }
+        }
+        index += frames.len() as u64;
         for frame in frames.drain(..) {
             // A SUBSCRIBE_UPDATE re-prioritizes in-flight streams at the next frame.
             if priority.has_changed().unwrap_or(false) {

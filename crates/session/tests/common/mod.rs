@@ -231,6 +231,19 @@ pub async fn next_group_stream(
     starling_transport::mem::MemRecv,
     starling_proto::GroupHeader,
 ) {
+    let (stream, header, _) = next_group_stream_with_rest(client, version).await;
+    (stream, header)
+}
+
+/// `next_group_stream`, also returning the bytes read past the header.
+pub async fn next_group_stream_with_rest(
+    client: &MemTransport,
+    version: Version,
+) -> (
+    starling_transport::mem::MemRecv,
+    starling_proto::GroupHeader,
+    bytes::BytesMut,
+) {
     use starling_transport::{RecvStream, Transport};
     loop {
         let mut stream = tokio::time::timeout(TIMEOUT, client.accept_uni())
@@ -249,8 +262,47 @@ pub async fn next_group_stream(
                 starling_proto::decode_message::<starling_proto::GroupHeader>(&mut rest, version)
                     .unwrap()
             {
-                return (stream, header);
+                return (stream, header, rest);
             }
+        }
+    }
+}
+
+/// Read a group stream's frames to its FIN: (timestamp, payload) pairs.
+pub async fn read_frames(
+    stream: &mut starling_transport::mem::MemRecv,
+    mut buf: bytes::BytesMut,
+    version: Version,
+) -> Vec<(u64, String)> {
+    use starling_transport::RecvStream;
+    let mut out = Vec::new();
+    let mut timestamp = 0u64;
+    let mut fin = false;
+    loop {
+        while let Some((header, n)) =
+            starling_proto::peek_frame_header(&buf, version, 1 << 20).unwrap()
+        {
+            if buf.len() < n + header.size as usize {
+                break;
+            }
+            let _ = buf.split_to(n);
+            let payload = buf.split_to(header.size as usize);
+            timestamp = timestamp
+                .checked_add_signed(header.timestamp_delta)
+                .unwrap();
+            out.push((timestamp, String::from_utf8(payload.to_vec()).unwrap()));
+        }
+        if fin {
+            assert!(buf.is_empty(), "a frame cut short by FIN");
+            return out;
+        }
+        match tokio::time::timeout(TIMEOUT, stream.read(1 << 20))
+            .await
+            .unwrap()
+            .unwrap()
+        {
+            Some(chunk) => buf.extend_from_slice(&chunk),
+            None => fin = true,
         }
     }
 }

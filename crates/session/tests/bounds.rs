@@ -1,0 +1,99 @@
+//! lite-06 subscription bounds: a start frame in the start group, an end frame in the end
+//! group, groups above the end held until an update raises the cap.
+
+mod common;
+
+use bytes::BytesMut;
+use common::*;
+use starling_proto::{encode_message, Role, Subscribe, SubscribeUpdate, Version};
+use starling_transport::SendStream;
+
+#[tokio::test]
+async fn frame_bounds_and_the_serving_cap() {
+    let version = Version::Lite06;
+    let relay = Relay::new();
+    let publisher = publisher(&relay, version, "room/alice", &["video"]).await;
+    // A viewer keeps the relay's upstream alive while the groups are written.
+    let viewer = subscriber(&relay, version).await;
+    let mut viewing = viewer.track("room/alice", "video").await;
+    for seq in 0..4u64 {
+        let mut group = publisher.tracks[0].create_group(seq).unwrap();
+        for i in 0..3u64 {
+            group
+                .write_frame(frame(seq * 100 + i, &format!("g{seq}f{i}")))
+                .unwrap();
+        }
+        group.finish();
+        read_group(&mut viewing).await;
+    }
+
+    let (client, _relay_side) = raw_client(&relay, version, Role::Subscriber, |_| {}).await;
+    let (mut send, _recv) = starling_transport::Transport::open_bi(&client)
+        .await
+        .unwrap();
+    let mut request = BytesMut::new();
+    request.extend_from_slice(&[0x02]);
+    encode_message(
+        &Subscribe {
+            id: 7,
+            broadcast: path("room/alice"),
+            track: "video".into(),
+            priority: 0,
+            max_age_ms: 60_000,
+            group_start: Some(1),
+            group_end: Some(2),
+            frame_start: 1,
+            frame_end: Some(0),
+        },
+        version,
+        &mut request,
+    )
+    .unwrap();
+    send.write(request.freeze()).await.unwrap();
+
+    let mut got = Vec::new();
+    for _ in 0..2 {
+        let (mut stream, header, rest) = next_group_stream_with_rest(&client, version).await;
+        assert_eq!(header.subscribe_id, 7);
+        let frames = read_frames(&mut stream, rest, version).await;
+        got.push((header.sequence, header.frame_start, frames));
+    }
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            // From frame 1 of the start group; the first delta is still absolute.
+            (1, 1, vec![(101, "g1f1".into()), (102, "g1f2".into())]),
+            // Up to frame 0 of the end group.
+            (2, 0, vec![(200, "g2f0".into())]),
+        ]
+    );
+
+    // Group 3 is held above the cap; clearing the cap serves it whole.
+    let mut update = BytesMut::new();
+    encode_message(
+        &SubscribeUpdate {
+            priority: 0,
+            max_age_ms: 60_000,
+            group_start: Some(1),
+            group_end: None,
+            frame_start: 1,
+            frame_end: None,
+        },
+        version,
+        &mut update,
+    )
+    .unwrap();
+    send.write(update.freeze()).await.unwrap();
+    let (mut stream, header, rest) = next_group_stream_with_rest(&client, version).await;
+    assert_eq!((header.sequence, header.frame_start), (3, 0));
+    let frames = read_frames(&mut stream, rest, version).await;
+    assert_eq!(
+        frames,
+        vec![
+            (300, "g3f0".to_string()),
+            (301, "g3f1".into()),
+            (302, "g3f2".into())
+        ]
+    );
+}
