@@ -6,60 +6,17 @@ use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use starling_model::{BroadcastProducer, Frame, Limits, Origin, Route, StartAt, TrackInfo};
-use starling_net::{Client, ClientConfig, QuicTransport, TlsVerify};
+use starling_net::QuicTransport;
 use starling_proto::{
     encode_message, varint, AnnounceRequest, Path, Role, SessionCode, Setup, StreamCode, Version,
 };
-use starling_relay::{Relay, RelayConfig};
-use starling_session::{random_hop, ClientSetup, Session, SessionConfig};
+use starling_session::{random_hop, Session, SessionConfig};
 use starling_transport::{RecvStream, SendStream, Transport, TransportError};
 use url::Url;
 
-const STEP: Duration = Duration::from_secs(10);
+mod common;
 
-async fn within<T>(fut: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(STEP, fut)
-        .await
-        .expect("step timed out")
-}
-
-async fn start_relay() -> (Url, String) {
-    let relay = Relay::bind(RelayConfig {
-        bind: "127.0.0.1:0".parse().unwrap(),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    let url = Url::parse(&format!(
-        "moqt://127.0.0.1:{}/",
-        relay.local_addr().unwrap().port()
-    ))
-    .unwrap();
-    let fingerprint = relay.fingerprint().to_string();
-    tokio::spawn(relay.run());
-    (url, fingerprint)
-}
-
-async fn dial(url: &Url, version: Version) -> QuicTransport {
-    let client = Client::new(
-        ClientConfig::default()
-            .with_alpns(&[version.alpn()])
-            .with_tls(TlsVerify::Disabled),
-    )
-    .unwrap();
-    within(client.connect(url)).await.unwrap().transport
-}
-
-async fn session(url: &Url, role: Role, config: SessionConfig) -> Session<QuicTransport> {
-    let transport = dial(url, Version::Lite06).await;
-    let setup = ClientSetup {
-        role: Some(role),
-        ..Default::default()
-    };
-    within(Session::connect(transport, Version::Lite06, setup, config))
-        .await
-        .unwrap()
-}
+use common::{dial, session, start_relay, within};
 
 /// Open a uni stream carrying `bytes`, then FIN.
 async fn send_uni(transport: &QuicTransport, bytes: &[u8]) {
@@ -113,12 +70,12 @@ async fn witness(url: &Url) -> Witness {
         .unwrap();
     let mut config = SessionConfig::new(random_hop());
     config.publish = Some(origin);
-    let publisher = session(url, Role::Publisher, config).await;
+    let publisher = session(url, Version::Lite06, Role::Publisher, config).await;
 
     let sub_origin = Origin::new();
     let mut config = SessionConfig::new(random_hop());
     config.consume = Some(sub_origin.clone());
-    let subscriber = session(url, Role::Subscriber, config).await;
+    let subscriber = session(url, Version::Lite06, Role::Subscriber, config).await;
     let good = Path::new("good").unwrap();
     let interest = sub_origin.interest(Path::empty()).unwrap();
     let mut changed = Vec::new();
@@ -201,8 +158,7 @@ async fn witness(url: &Url) -> Witness {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_clients_are_closed_and_others_keep_flowing() {
-    starling_net::tls::install_default_provider();
-    let (url, _) = start_relay().await;
+    let url = start_relay().await;
     let witness = witness(&url).await;
 
     // Garbage where SETUP belongs: a SETUP whose parameter count is absurd.

@@ -20,6 +20,19 @@ pub(crate) use announce::announce;
 pub(crate) use probe::probe;
 pub(crate) use subscribe::{send_order, subscribe};
 
+/// A request stream's one message; one that fails to decode is dropped with CANCELLED, as
+/// moq-net does (spec §9).
+async fn request<T: Transport, M: starling_proto::Message>(
+    shared: &Arc<Shared<T>>,
+    reader: &mut Reader<T::Recv>,
+) -> Result<M, Error> {
+    reader
+        .message::<M>(shared.config.limits.max_control_message)
+        .await
+        .map_err(|_| Error::Stream(StreamCode::Cancelled))?
+        .ok_or(Error::Stream(StreamCode::Cancelled))
+}
+
 /// TRACK → TRACK_INFO, FIN (spec §4.5). The track stays read until the requester FINs, so an
 /// upstream pulled for it is still there for the SUBSCRIBE that usually follows.
 pub(crate) async fn track<T: Transport>(
@@ -30,11 +43,7 @@ pub(crate) async fn track<T: Transport>(
     let limits = &shared.config.limits;
     let _slot = Shared::<T>::take_slot(&shared.requests, limits.max_requests)
         .ok_or(Error::Stream(StreamCode::Internal))?;
-    let msg = reader
-        .message::<Track>(limits.max_control_message)
-        .await
-        .map_err(|_| Error::Stream(StreamCode::Cancelled))?
-        .ok_or(Error::Stream(StreamCode::Cancelled))?;
+    let msg: Track = request(shared, reader).await?;
     let track = subscribe::resolve(shared, &msg.broadcast, &msg.track, StartAt::default())?;
     let info: TrackInfo = tokio::select! {
         info = tokio::time::timeout(limits.request_timeout, track.info()) => match info {
@@ -59,11 +68,7 @@ pub(crate) async fn fetch<T: Transport>(
     let limits = &shared.config.limits;
     let _slot = Shared::<T>::take_slot(&shared.requests, limits.max_requests)
         .ok_or(Error::Stream(StreamCode::Internal))?;
-    let msg = reader
-        .message::<Fetch>(limits.max_control_message)
-        .await
-        .map_err(|_| Error::Stream(StreamCode::Cancelled))?
-        .ok_or(Error::Stream(StreamCode::Cancelled))?;
+    let msg: Fetch = request(shared, reader).await?;
     let track = subscribe::resolve(shared, &msg.broadcast, &msg.track, StartAt::default())?;
     let mut group = track
         .group(msg.group)

@@ -7,7 +7,7 @@ mod fetch;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use starling_model::{BroadcastProducer, Frame, TrackProducer};
+use starling_model::{BroadcastProducer, Demand, Frame, TrackProducer};
 use starling_proto::{
     BidiType, GroupHeader, Path, StreamCode, Subscribe, SubscribeResponse, SubscribeUpdate, Track,
     TrackInfo,
@@ -77,17 +77,26 @@ async fn pull<T: Transport>(
     // window, goes upstream; it is updated as readers with larger demands arrive.
     let window = track.info().map(|i| i.max_age_ms).unwrap_or(u64::MAX);
     let mut demand = track.demand();
+    let wanted = |demand: Demand| SubscribeUpdate {
+        priority: demand.priority,
+        max_age_ms: demand.max_age_ms.min(window),
+        group_start: None,
+        group_end: None,
+        frame_start: 0,
+        frame_end: None,
+    };
+    let first = wanted(demand);
     writer
         .message(&Subscribe {
             id,
             broadcast: wire.clone(),
             track: track.name().to_string(),
-            priority: demand.priority,
-            max_age_ms: demand.max_age_ms.min(window),
-            group_start: None,
-            group_end: None,
-            frame_start: 0,
-            frame_end: None,
+            priority: first.priority,
+            max_age_ms: first.max_age_ms,
+            group_start: first.group_start,
+            group_end: first.group_end,
+            frame_start: first.frame_start,
+            frame_end: first.frame_end,
         })
         .await?;
 
@@ -120,16 +129,7 @@ async fn pull<T: Transport>(
             }
             now = track.demand_changed(demand) => {
                 demand = now;
-                writer
-                    .message(&SubscribeUpdate {
-                        priority: demand.priority,
-                        max_age_ms: demand.max_age_ms.min(window),
-                        group_start: None,
-                        group_end: None,
-                        frame_start: 0,
-                        frame_end: None,
-                    })
-                    .await?;
+                writer.message(&wanted(demand)).await?;
             }
             _ = &mut unused => {
                 // Last reader gone: unsubscribe with a FIN.

@@ -1,0 +1,72 @@
+//! Helpers for relay tests over real sockets on loopback.
+
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use starling_net::{Client, ClientConfig, QuicTransport, TlsVerify};
+use starling_proto::{Role, Version};
+use starling_relay::{Relay, RelayConfig};
+use starling_session::{ClientSetup, Session, SessionConfig};
+use url::Url;
+
+pub const STEP: Duration = Duration::from_secs(10);
+
+/// Await `fut`, failing the test instead of hanging.
+pub async fn within<T>(fut: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(STEP, fut)
+        .await
+        .expect("step timed out")
+}
+
+/// A relay on an ephemeral loopback port with `config`'s other settings; its raw QUIC URL.
+pub async fn bind_relay(config: RelayConfig) -> (Relay, Url) {
+    starling_net::tls::install_default_provider();
+    let relay = Relay::bind(RelayConfig {
+        bind: "127.0.0.1:0".parse().unwrap(),
+        ..config
+    })
+    .await
+    .unwrap();
+    let url = Url::parse(&format!(
+        "moqt://127.0.0.1:{}/",
+        relay.local_addr().unwrap().port()
+    ))
+    .unwrap();
+    (relay, url)
+}
+
+/// A running relay with default settings; its raw QUIC URL.
+pub async fn start_relay() -> Url {
+    let (relay, url) = bind_relay(RelayConfig::default()).await;
+    tokio::spawn(relay.run());
+    url
+}
+
+/// A raw QUIC connection offering only `version`.
+pub async fn dial(url: &Url, version: Version) -> QuicTransport {
+    let client = Client::new(
+        ClientConfig::default()
+            .with_alpns(&[version.alpn()])
+            .with_tls(TlsVerify::Disabled),
+    )
+    .unwrap();
+    within(client.connect(url)).await.unwrap().transport
+}
+
+/// A Starling session to the relay in `role`.
+pub async fn session(
+    url: &Url,
+    version: Version,
+    role: Role,
+    config: SessionConfig,
+) -> Session<QuicTransport> {
+    let transport = dial(url, version).await;
+    let setup = ClientSetup {
+        role: Some(role),
+        ..Default::default()
+    };
+    within(Session::connect(transport, version, setup, config))
+        .await
+        .unwrap()
+}
