@@ -303,6 +303,7 @@ async fn send_group<T: Transport>(
 ) {
     let stream = tokio::select! {
         _ = abort.aborted() => return,
+        _ = shared.cancel.cancelled() => return,
         stream = shared.transport.open_uni() => match stream {
             Ok(stream) => stream,
             Err(_) => return,
@@ -312,6 +313,8 @@ async fn send_group<T: Transport>(
     writer.set_priority(send_order(*priority.borrow_and_update(), group.sequence()));
     let result = tokio::select! {
         code = abort.aborted() => Err(code),
+        // The session ended: nothing more can be written on it.
+        _ = shared.cancel.cancelled() => Err(StreamCode::SessionClosed),
         result = write_group(&shared, &mut writer, subscribe_id, &mut group, last_frame, &mut priority) => result,
     };
     match result {
