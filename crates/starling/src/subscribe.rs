@@ -28,6 +28,12 @@ pub struct SubscribeArgs {
     /// Subscribe at once instead of waiting for the broadcast to be announced.
     #[arg(long)]
     no_announce: bool,
+    /// Reach back this far into the cache (0: start at the latest group).
+    #[arg(long, default_value_t = 0)]
+    max_age_ms: u64,
+    /// Subscriber priority (higher is more urgent).
+    #[arg(long, default_value_t = 0)]
+    priority: u8,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
@@ -118,7 +124,14 @@ async fn read_track(
     written: &mut u64,
 ) -> anyhow::Result<bool> {
     let mut track = broadcast
-        .subscribe_track(&args.track, StartAt::default())
+        .subscribe_track(
+            &args.track,
+            StartAt {
+                max_age_ms: args.max_age_ms,
+                priority: args.priority,
+                ..StartAt::default()
+            },
+        )
         .map_err(|code| anyhow::anyhow!("subscribe refused: {code:?}"))?;
     let mut stdout = tokio::io::stdout();
     loop {
