@@ -12,3 +12,4 @@ export STARLING_MOQ_CLI="$CACHE/moq-cli-0.14.10/bin/moq"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked
+(set -e; scripts/install-browser.sh; node --test tests/browser/*.test.mjs)
