@@ -13,6 +13,7 @@ use std::task::{Context, Poll};
 use parking_lot::Mutex;
 use starling_proto::StreamCode;
 
+use crate::stats::TrackSummary;
 use crate::track::{StartAt, TrackConsumer, TrackInfo, TrackProducer};
 use crate::waiters::Waiters;
 use crate::Limits;
@@ -177,6 +178,31 @@ impl BroadcastConsumer {
 
     pub async fn closed(&self) {
         poll_fn(|cx| self.poll_closed(cx)).await
+    }
+
+    /// The broadcast's live (not yet closed) tracks by name, with their info and counters.
+    /// Read-only: lists without subscribing, so it never pulls a track or adds a reader.
+    pub fn tracks(&self) -> Vec<TrackSummary> {
+        let shared: Vec<_> = {
+            let state = self.strong.state.lock();
+            state.tracks.values().map(|t| t.shared().clone()).collect()
+        };
+        let mut out: Vec<TrackSummary> = shared
+            .iter()
+            .map(|track| TrackSummary {
+                name: track.name().to_string(),
+                info: track.info(),
+                stats: track.stats(),
+            })
+            .filter(|summary| !summary.stats.closed)
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+
+    /// Whether tracks are pulled on demand (a broadcast learned from a peer).
+    pub fn is_dynamic(&self) -> bool {
+        self.strong.state.lock().dynamic
     }
 
     /// Whether two handles read the same broadcast.

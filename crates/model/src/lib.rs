@@ -6,6 +6,7 @@ mod broadcast;
 mod error;
 mod group;
 mod origin;
+mod stats;
 mod track;
 mod waiters;
 
@@ -13,6 +14,7 @@ pub use broadcast::{BroadcastConsumer, BroadcastProducer};
 pub use error::ModelError;
 pub use group::{Frame, GroupConsumer, GroupProducer};
 pub use origin::{Announced, Interest, Origin, OriginLimits, Route, RouteHandle};
+pub use stats::{TrackStats, TrackSummary};
 pub use track::{Demand, StartAt, TrackConsumer, TrackInfo, TrackProducer};
 
 /// Per-track bounds: every buffer a peer can grow through the model has one.

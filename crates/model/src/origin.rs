@@ -290,6 +290,11 @@ impl Origin {
         }
     }
 
+    /// Number of registered announce interests (statistics).
+    pub fn interest_count(&self) -> usize {
+        self.state.lock().interests.len()
+    }
+
     /// Number of paths with at least one route.
     pub fn len(&self) -> usize {
         self.state.lock().broadcasts.len()

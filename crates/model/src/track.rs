@@ -17,6 +17,7 @@ use starling_proto::StreamCode;
 
 use crate::error::ModelError;
 use crate::group::{Group, GroupConsumer, GroupProducer};
+use crate::stats::TrackStats;
 use crate::waiters::Waiters;
 use crate::Limits;
 
@@ -69,9 +70,19 @@ struct TrackState {
     end: Option<u64>,
     consumers: usize,
     demand: Demand,
+    /// Cumulative groups, frames and bytes accepted (statistics only).
+    received: Received,
     waiters: Waiters,
     unused_waiters: Waiters,
     demand_waiters: Waiters,
+}
+
+/// Cumulative counts of what a track accepted; read by [`TrackStats`], never by the cache.
+#[derive(Clone, Copy, Debug, Default)]
+struct Received {
+    groups: u64,
+    frames: u64,
+    bytes: u64,
 }
 
 #[derive(Debug)]
@@ -86,6 +97,8 @@ impl TrackShared {
     pub(crate) fn on_frame(&self, size: usize, timestamp: u64) {
         let mut state = self.state.lock();
         state.bytes += size;
+        state.received.frames += 1;
+        state.received.bytes += size as u64;
         state.newest_timestamp = state.newest_timestamp.max(timestamp);
         self.enforce_cache(&mut state);
     }
@@ -139,6 +152,31 @@ impl TrackShared {
         }
     }
 
+    /// A copy of the track's counters and cache occupancy.
+    pub(crate) fn stats(&self) -> TrackStats {
+        let state = self.state.lock();
+        TrackStats {
+            groups: state.received.groups,
+            frames: state.received.frames,
+            bytes: state.received.bytes,
+            consumers: state.consumers,
+            cached_bytes: state.bytes,
+            cached_groups: state.live_groups,
+            latest_sequence: state.latest.map(|(s, _)| s),
+            expired_through: state.expired_through,
+            closed: state.closed.is_some(),
+        }
+    }
+
+    /// The track's info, once known.
+    pub(crate) fn info(&self) -> Option<TrackInfo> {
+        self.state.lock().info
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
     fn close(&self, result: Result<(), StreamCode>) {
         let mut state = self.state.lock();
         if state.closed.is_none() {
@@ -177,6 +215,7 @@ impl TrackProducer {
                     end: None,
                     consumers: 0,
                     demand: Demand::default(),
+                    received: Received::default(),
                     waiters: Waiters::default(),
                     unused_waiters: Waiters::default(),
                     demand_waiters: Waiters::default(),
@@ -221,6 +260,7 @@ impl TrackProducer {
             state.groups.push_back(Some(group.clone()));
             state.by_sequence.insert(sequence, arrival);
             state.live_groups += 1;
+            state.received.groups += 1;
             if state.latest.is_none_or(|(latest, _)| sequence > latest) {
                 state.latest = Some((sequence, arrival));
             }
@@ -312,6 +352,11 @@ impl TrackProducer {
     /// Cached bytes (for metrics and tests).
     pub fn cached_bytes(&self) -> usize {
         self.shared.state.lock().bytes
+    }
+
+    /// Counters and cache occupancy (read-only; for status pages and metrics).
+    pub fn stats(&self) -> TrackStats {
+        self.shared.stats()
     }
 
     pub(crate) fn same_track(&self, consumer: &TrackConsumer) -> bool {
@@ -519,6 +564,32 @@ impl TrackConsumer {
     /// The latest cached group's sequence.
     pub fn latest_sequence(&self) -> Option<u64> {
         self.shared.state.lock().latest.map(|(s, _)| s)
+    }
+
+    /// Counters and cache occupancy (read-only; for status pages and metrics).
+    pub fn stats(&self) -> TrackStats {
+        self.shared.stats()
+    }
+
+    /// Ready with the count of groups the track accepted once it differs from `seen` (see
+    /// [`TrackStats::groups`]), or once the track closed. Read-only: it never moves this
+    /// reader's cursor, so a caller can wait for any arrival, older groups included.
+    pub fn poll_groups_changed(&self, cx: &mut Context<'_>, seen: u64) -> Poll<u64> {
+        let mut state = self.shared.state.lock();
+        if state.received.groups != seen || state.closed.is_some() {
+            Poll::Ready(state.received.groups)
+        } else {
+            state.waiters.register(cx);
+            Poll::Pending
+        }
+    }
+
+    pub async fn groups_changed(&self, seen: u64) -> u64 {
+        poll_fn(|cx| self.poll_groups_changed(cx, seen)).await
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<TrackShared> {
+        &self.shared
     }
 
     /// Resolves when the track closed; the result says how.

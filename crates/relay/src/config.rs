@@ -3,8 +3,10 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use std::time::Duration;
+
 use starling_model::Limits;
-use starling_proto::Version;
+use starling_proto::{Path, Version};
 use starling_session::SessionLimits;
 
 /// Where the relay's certificate comes from.
@@ -28,8 +30,10 @@ pub struct RelayConfig {
     pub model_limits: Limits,
     /// Serve HTTP on the TCP port with the same number.
     pub http: bool,
+    /// The HTTP API and status page on that port.
+    pub http_api: HttpConfig,
     /// How long sessions get to leave after GOAWAY when the relay shuts down.
-    pub drain_timeout: std::time::Duration,
+    pub drain_timeout: Duration,
 }
 
 impl Default for RelayConfig {
@@ -41,7 +45,35 @@ impl Default for RelayConfig {
             session_limits: SessionLimits::default(),
             model_limits: Limits::default(),
             http: true,
-            drain_timeout: std::time::Duration::from_secs(5),
+            http_api: HttpConfig::default(),
+            drain_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// The HTTP API (`/announced`, `/fetch`) and the status page (`/`, `/events`, `/status.json`).
+#[derive(Clone, Debug)]
+pub struct HttpConfig {
+    /// The root every HTTP request is scoped to: request paths must lie under it (anonymous
+    /// access for now; authentication will decide a root per request). Empty: everything.
+    pub root: Path,
+    /// How long `/fetch` waits for a route, a group and its frames (moq-relay: 30 s); past
+    /// it, a request still waiting for its group gets 504.
+    pub fetch_timeout: Duration,
+    /// How often `/events` pushes a status snapshot; rates are averaged over this window.
+    pub status_interval: Duration,
+    /// At most this many broadcasts and this many sessions are listed in a snapshot (totals
+    /// are always exact), so a snapshot stays small on a busy relay.
+    pub status_max_items: usize,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            root: Path::empty(),
+            fetch_timeout: Duration::from_secs(30),
+            status_interval: Duration::from_secs(1),
+            status_max_items: 1000,
         }
     }
 }

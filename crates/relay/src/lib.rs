@@ -3,8 +3,15 @@
 
 mod admission;
 mod config;
+mod http;
+mod registry;
 mod relay;
 
 pub use admission::{Admission, Grant};
-pub use config::{RelayConfig, TlsSource};
+pub use config::{HttpConfig, RelayConfig, TlsSource};
+pub use http::{is_websocket_upgrade, HttpApi, HttpError};
+pub use registry::{
+    LiveSession, Registered, SessionEntry, SessionFuture, SessionInfo, SessionRegistry,
+    SessionTransport,
+};
 pub use relay::{Relay, RelayError};

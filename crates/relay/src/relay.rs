@@ -1,21 +1,20 @@
 //! The relay process core: listeners, the accept loop, and one task per session.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
 
 use starling_model::Origin;
-use starling_net::{
-    certificate_router, serve_http, Accepted, QuicTransport, Server, ServerConfig, TlsCertificate,
-};
+use starling_net::{serve_http, Accepted, QuicTransport, Server, ServerConfig, TlsCertificate};
 use starling_proto::{SessionCode, Version};
-use starling_session::{random_hop, Accepting, Session, SessionConfig};
+use starling_session::{random_hop, Accepting, SessionConfig};
 use starling_transport::Transport;
 
 use crate::admission::Admission;
 use crate::config::{RelayConfig, TlsSource};
+use crate::http::HttpApi;
+use crate::registry::{SessionInfo, SessionRegistry};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RelayError {
@@ -32,6 +31,9 @@ pub struct Relay {
     server: Server,
     http: Option<tokio::net::TcpListener>,
     fingerprint: String,
+    /// WebSocket (QMux) hook: requests carrying `Upgrade: websocket` on any path go here
+    /// before the HTTP routes (see [`HttpApi::with_upgrade`]).
+    http_upgrade: Option<axum::Router>,
     inner: Arc<Inner>,
 }
 
@@ -40,9 +42,9 @@ struct Inner {
     hop: u64,
     config: RelayConfig,
     admission: Admission,
-    /// Live sessions, so shutdown can drain them.
-    sessions: Mutex<HashMap<u64, Session<QuicTransport>>>,
-    next_session: AtomicU64,
+    /// Live sessions with their metadata, so shutdown can drain them and the status page
+    /// can list them.
+    sessions: SessionRegistry,
 }
 
 impl Relay {
@@ -70,13 +72,13 @@ impl Relay {
             server,
             http,
             fingerprint,
+            http_upgrade: None,
             inner: Arc::new(Inner {
                 origin: Origin::new(),
                 hop: random_hop(),
                 config,
                 admission: Admission,
-                sessions: Mutex::new(HashMap::new()),
-                next_session: AtomicU64::new(0),
+                sessions: SessionRegistry::new(),
             }),
         })
     }
@@ -95,6 +97,18 @@ impl Relay {
         &self.inner.origin
     }
 
+    /// The live sessions.
+    pub fn sessions(&self) -> &SessionRegistry {
+        &self.inner.sessions
+    }
+
+    /// Hand every HTTP request carrying `Upgrade: websocket` (on any path, `/` included) to
+    /// `service` before the relay's own routes: the WebSocket (QMux) endpoint mounts here.
+    pub fn with_http_upgrade(mut self, service: axum::Router) -> Self {
+        self.http_upgrade = Some(service);
+        self
+    }
+
     /// Serve until the listener closes.
     pub async fn run(self) -> Result<(), RelayError> {
         self.run_until(std::future::pending()).await
@@ -105,7 +119,17 @@ impl Relay {
     pub async fn run_until(mut self, shutdown: impl Future<Output = ()>) -> Result<(), RelayError> {
         tokio::pin!(shutdown);
         if let Some(listener) = self.http.take() {
-            let router = certificate_router(self.fingerprint.clone());
+            let mut api = HttpApi::new(
+                self.inner.origin.clone(),
+                self.inner.sessions.clone(),
+                self.fingerprint.clone(),
+                self.inner.config.http_api.clone(),
+            );
+            // WebSocket (QMux) hook: upgrades are routed before every HTTP route.
+            if let Some(upgrade) = self.http_upgrade.take() {
+                api = api.with_upgrade(upgrade);
+            }
+            let router = api.router();
             tokio::spawn(async move {
                 if let Err(err) = serve_http(listener, router).await {
                     tracing::warn!(%err, "http listener ended");
@@ -127,17 +151,16 @@ impl Relay {
     }
 
     async fn drain(&self) {
-        let sessions: Vec<Session<QuicTransport>> = self
+        let sessions: Vec<_> = self
             .inner
             .sessions
-            .lock()
-            .expect("sessions lock")
-            .values()
-            .cloned()
+            .list()
+            .into_iter()
+            .map(|entry| entry.session)
             .collect();
         tracing::info!(sessions = sessions.len(), "draining");
         for session in &sessions {
-            let _ = session.goaway("").await;
+            session.goaway().await;
         }
         let all_closed = async {
             for session in &sessions {
@@ -227,13 +250,20 @@ impl Inner {
             }
         };
         tracing::info!(%remote, %version, binding = binding.as_str(), root = %grant.root, "session");
-        let id = self.next_session.fetch_add(1, Ordering::Relaxed);
-        self.sessions
-            .lock()
-            .expect("sessions lock")
-            .insert(id, session.clone());
+        let info = SessionInfo {
+            id: self.sessions.next_id(),
+            remote,
+            transport: binding.into(),
+            version,
+            root: grant.root.clone(),
+            publish: grant.publish,
+            subscribe: grant.subscribe,
+            server_name: accepted.server_name.clone(),
+            started: Instant::now(),
+            started_at: SystemTime::now(),
+        };
+        let _registered = self.sessions.register(info, Arc::new(session.clone()));
         let err = session.closed().await;
-        self.sessions.lock().expect("sessions lock").remove(&id);
         tracing::info!(%remote, %err, "session closed");
     }
 }

@@ -39,6 +39,22 @@ fn init_logging(directives: Option<&str>) {
         .init();
 }
 
+/// Resolves on SIGINT or SIGTERM (what supervisors and test harnesses send).
+pub async fn terminated() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     init_logging(cli.log.as_deref());
@@ -49,8 +65,8 @@ fn main() -> anyhow::Result<()> {
     runtime.block_on(async move {
         match cli.command {
             Command::Relay(args) => relay::run(args).await,
-            Command::Publish(args) => publish::run(args).await,
-            Command::Subscribe(args) => subscribe::run(args).await,
+            Command::Publish(args) => publish::run(args, terminated()).await,
+            Command::Subscribe(args) => subscribe::run(args, terminated()).await,
         }
     })
 }

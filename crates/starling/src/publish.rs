@@ -58,7 +58,10 @@ enum Framing {
     Length,
 }
 
-pub async fn run(args: PublishArgs) -> anyhow::Result<()> {
+pub async fn run(
+    args: PublishArgs,
+    stop: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
     let path = Path::new(&args.broadcast).context("broadcast path")?;
     let origin = Origin::new();
     let broadcast = BroadcastProducer::new(Limits::default());
@@ -81,6 +84,9 @@ pub async fn run(args: PublishArgs) -> anyhow::Result<()> {
             }
         }
     };
+    // The live session, so a stop signal can close it cleanly.
+    let current =
+        std::sync::Mutex::new(None::<starling_session::Session<starling_net::QuicTransport>>);
     let connections = async {
         let mut backoff = Backoff::default();
         loop {
@@ -89,6 +95,7 @@ pub async fn run(args: PublishArgs) -> anyhow::Result<()> {
             match args.connect.connect(Role::Publisher, config).await {
                 Ok(session) => {
                     backoff.reset();
+                    *current.lock().expect("session slot") = Some(session.clone());
                     tokio::select! {
                         err = session.closed() => tracing::warn!(%err, "session closed; reconnecting"),
                         uri = session.goaway_received() => {
@@ -103,10 +110,15 @@ pub async fn run(args: PublishArgs) -> anyhow::Result<()> {
             backoff.wait().await;
         }
     };
-    tokio::select! {
+    let result = tokio::select! {
         result = source => result,
         never = connections => never,
+        _ = stop => Ok(()),
+    };
+    if let Some(session) = current.lock().expect("session slot").take() {
+        session.close(SessionCode::NoError, "done");
     }
+    result
 }
 
 fn now_ms() -> u64 {

@@ -113,7 +113,7 @@ pub async fn run(args: RelayArgs) -> anyhow::Result<()> {
     tracing::info!(%addr, fingerprint = relay.fingerprint(), "relay listening (QUIC, WebTransport, HTTP)");
     relay
         .run_until(async {
-            let _ = tokio::signal::ctrl_c().await;
+            crate::terminated().await;
             tracing::info!("shutting down");
         })
         .await?;

@@ -46,7 +46,11 @@ enum Format {
     Length,
 }
 
-pub async fn run(args: SubscribeArgs) -> anyhow::Result<()> {
+pub async fn run(
+    args: SubscribeArgs,
+    stop: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
+    tokio::pin!(stop);
     let path = Path::new(&args.broadcast).context("broadcast path")?;
     let mut written = 0u64;
     let mut backoff = Backoff::default();
@@ -66,6 +70,7 @@ pub async fn run(args: SubscribeArgs) -> anyhow::Result<()> {
         };
         backoff.reset();
         let done = tokio::select! {
+            _ = &mut stop => true,
             err = session.closed() => {
                 tracing::warn!(%err, "session closed; reconnecting");
                 false
