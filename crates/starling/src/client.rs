@@ -51,11 +51,8 @@ impl Backoff {
 }
 
 impl ConnectArgs {
-    pub async fn connect(
-        &self,
-        role: Role,
-        mut config: SessionConfig,
-    ) -> anyhow::Result<Session<QuicTransport>> {
+    /// A dialer for these arguments: one QUIC endpoint reused across reconnects.
+    pub fn dialer(&self) -> anyhow::Result<Dialer> {
         let versions = if self.versions.is_empty() {
             Version::SUPPORTED.to_vec()
         } else {
@@ -70,7 +67,27 @@ impl ConnectArgs {
             TlsVerify::System
         };
         let client = Client::new(ClientConfig::default().with_alpns(&alpns).with_tls(tls))?;
-        let connected = client
+        Ok(Dialer {
+            url: self.url.clone(),
+            client,
+        })
+    }
+}
+
+/// Dials the relay and starts client sessions.
+pub struct Dialer {
+    url: Url,
+    client: Client,
+}
+
+impl Dialer {
+    pub async fn connect(
+        &self,
+        role: Role,
+        mut config: SessionConfig,
+    ) -> anyhow::Result<Session<QuicTransport>> {
+        let connected = self
+            .client
             .connect(&self.url)
             .await
             .with_context(|| format!("connecting to {}", self.url))?;
@@ -89,5 +106,10 @@ impl ConnectArgs {
             .context("moq-lite handshake")?;
         tracing::info!(url = %self.url, %version, "connected");
         Ok(session)
+    }
+
+    /// Wait (briefly) until every close has gone out on the wire.
+    pub async fn close(&self) {
+        self.client.close().await;
     }
 }

@@ -84,6 +84,7 @@ pub async fn run(
             }
         }
     };
+    let dialer = args.connect.dialer()?;
     // The live session, so a stop signal can close it cleanly.
     let current =
         std::sync::Mutex::new(None::<starling_session::Session<starling_net::QuicTransport>>);
@@ -92,7 +93,7 @@ pub async fn run(
         loop {
             let mut config = SessionConfig::new(0);
             config.publish = Some(origin.clone());
-            match args.connect.connect(Role::Publisher, config).await {
+            match dialer.connect(Role::Publisher, config).await {
                 Ok(session) => {
                     backoff.reset();
                     *current.lock().expect("session slot") = Some(session.clone());
@@ -115,9 +116,11 @@ pub async fn run(
         never = connections => never,
         _ = stop => Ok(()),
     };
-    if let Some(session) = current.lock().expect("session slot").take() {
+    let session = current.lock().expect("session slot").take();
+    if let Some(session) = session {
         session.close(SessionCode::NoError, "done");
     }
+    dialer.close().await;
     result
 }
 

@@ -52,6 +52,7 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     tokio::pin!(stop);
     let path = Path::new(&args.broadcast).context("broadcast path")?;
+    let dialer = args.connect.dialer()?;
     let mut written = 0u64;
     let mut backoff = Backoff::default();
     loop {
@@ -60,7 +61,7 @@ pub async fn run(
         if !args.no_announce {
             config.consume = Some(origin.clone());
         }
-        let session = match args.connect.connect(Role::Subscriber, config).await {
+        let session = match dialer.connect(Role::Subscriber, config).await {
             Ok(session) => session,
             Err(err) => {
                 tracing::warn!(%err, "connect failed");
@@ -102,6 +103,7 @@ pub async fn run(
         };
         session.close(SessionCode::NoError, "done");
         if done {
+            dialer.close().await;
             return Ok(());
         }
         backoff.wait().await;
