@@ -1,0 +1,40 @@
+//! `GET /announced[/{prefix...}]`: the live broadcast paths under a prefix, one per line,
+//! relative to that prefix, hidden (`.`-segment) paths left out.
+//!
+//! Mirrors moq-relay 0.17.10 `web.rs` `serve_announced`: a `String` body (so
+//! `text/plain; charset=utf-8`) of the active paths joined by `\n` with no trailing newline,
+//! 401 for a prefix outside the request root. `?jwt=` is ignored until authentication lands.
+
+use std::sync::Arc;
+
+use axum::extract::{Path as UrlPath, State};
+
+use crate::http::error::HttpError;
+use crate::http::scope::is_hidden;
+use crate::http::HttpState;
+
+pub(crate) async fn announced_root(
+    State(state): State<Arc<HttpState>>,
+) -> Result<String, HttpError> {
+    list(&state, "")
+}
+
+pub(crate) async fn announced_prefix(
+    State(state): State<Arc<HttpState>>,
+    UrlPath(prefix): UrlPath<String>,
+) -> Result<String, HttpError> {
+    list(&state, &prefix)
+}
+
+fn list(state: &HttpState, requested: &str) -> Result<String, HttpError> {
+    let listing = state.scope.listing(requested)?;
+    let paths: Vec<String> = state
+        .origin
+        .announced(&listing.search, None)
+        .into_iter()
+        .filter_map(|announced| announced.path.strip_prefix(&listing.base))
+        .filter(|relative| !is_hidden(relative))
+        .map(|relative| relative.as_str().to_string())
+        .collect();
+    Ok(paths.join("\n"))
+}

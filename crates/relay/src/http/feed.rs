@@ -1,0 +1,108 @@
+//! The live status feed: `GET /status.json` (one snapshot) and `GET /events` (server-sent
+//! events, one snapshot per interval).
+//!
+//! A ticker samples once per interval while at least one `/events` client is connected,
+//! serializes the snapshot once, and publishes it on a watch channel: every client reads the
+//! same `Arc<str>`, and a client that reads slowly only ever has the newest one waiting (the
+//! watch holds one value and hyper polls the event stream only when the socket takes more),
+//! so a slow client never grows memory.
+
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::Stream;
+use tokio::sync::watch;
+
+use crate::http::snapshot::{Sampler, Snapshot};
+use crate::http::HttpState;
+
+/// Snapshots, sampled on demand and pushed to event-stream clients.
+pub(crate) struct StatusFeed {
+    sampler: Mutex<Sampler>,
+    latest: watch::Sender<Arc<str>>,
+    interval: Duration,
+}
+
+impl StatusFeed {
+    pub fn new(sampler: Sampler, interval: Duration) -> Arc<Self> {
+        let (latest, _) = watch::channel(Arc::from(""));
+        Arc::new(StatusFeed {
+            sampler: Mutex::new(sampler),
+            latest,
+            interval,
+        })
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        self.sampler
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .sample()
+    }
+
+    fn snapshot_json(&self) -> Arc<str> {
+        // Plain structs, strings and numbers: serialization cannot fail.
+        Arc::from(serde_json::to_string(&self.snapshot()).unwrap_or_default())
+    }
+
+    /// Sample every interval while anyone listens; ends once the feed is dropped.
+    pub fn spawn_ticker(self: &Arc<Self>) {
+        let feed: Weak<StatusFeed> = Arc::downgrade(self);
+        let interval = self.interval;
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(interval);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticks.tick().await;
+                let Some(feed) = feed.upgrade() else { return };
+                if feed.latest.receiver_count() > 0 {
+                    let json = feed.snapshot_json();
+                    feed.latest.send_replace(json);
+                }
+            }
+        });
+    }
+
+    /// A client's event stream: a fresh snapshot at once, then each published one.
+    fn events(&self) -> impl Stream<Item = Result<Event, Infallible>> + Send + 'static {
+        let mut receiver = self.latest.subscribe();
+        receiver.mark_unchanged();
+        let first = self.snapshot_json();
+        futures::stream::unfold(
+            (Some(first), receiver),
+            |(first, mut receiver)| async move {
+                let json = match first {
+                    Some(json) => json,
+                    None => {
+                        receiver.changed().await.ok()?;
+                        let json = receiver.borrow_and_update().clone();
+                        json
+                    }
+                };
+                let event = Event::default().event("status").data(&*json);
+                Some((Ok(event), (None, receiver)))
+            },
+        )
+    }
+}
+
+pub(crate) async fn status_json(State(state): State<Arc<HttpState>>) -> Response {
+    (
+        [(header::CACHE_CONTROL, "no-store")],
+        axum::Json(state.feed.snapshot()),
+    )
+        .into_response()
+}
+
+pub(crate) async fn events(State(state): State<Arc<HttpState>>) -> Response {
+    (
+        [(header::CACHE_CONTROL, "no-store")],
+        Sse::new(state.feed.events()).keep_alive(KeepAlive::default()),
+    )
+        .into_response()
+}

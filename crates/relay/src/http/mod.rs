@@ -1,0 +1,116 @@
+//! The relay's HTTP side on its TCP port: the certificate pin and health check, the
+//! moq-relay-compatible API (`/announced`, `/fetch`), and the live status page (`/`,
+//! `/events`, `/status.json`), behind a hook that hands WebSocket upgrades to another service.
+//!
+//! Every API handler carries the request's [`scope::Scope`] (its root), so authentication
+//! only has to decide the root per request.
+
+mod announced;
+mod cors;
+mod error;
+mod feed;
+mod fetch;
+mod page;
+mod scope;
+mod snapshot;
+mod upgrade;
+
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use axum::routing::get;
+use axum::Router;
+use starling_model::Origin;
+
+use crate::config::HttpConfig;
+use crate::registry::SessionRegistry;
+
+pub use error::HttpError;
+pub use upgrade::is_websocket_upgrade;
+
+/// What every handler shares.
+pub(crate) struct HttpState {
+    origin: Origin,
+    scope: scope::Scope,
+    config: HttpConfig,
+    feed: Arc<feed::StatusFeed>,
+}
+
+/// Builds the relay's HTTP router.
+pub struct HttpApi {
+    origin: Origin,
+    sessions: SessionRegistry,
+    fingerprint: String,
+    config: HttpConfig,
+    /// WebSocket (QMux) hook: when set, a request carrying `Upgrade: websocket` on any path
+    /// is handed to this service before every route below.
+    upgrade: Option<Router>,
+}
+
+impl HttpApi {
+    /// The API over `origin`, listing `sessions`, pinning `fingerprint` (hex SHA-256).
+    pub fn new(
+        origin: Origin,
+        sessions: SessionRegistry,
+        fingerprint: impl Into<String>,
+        config: HttpConfig,
+    ) -> Self {
+        HttpApi {
+            origin,
+            sessions,
+            fingerprint: fingerprint.into(),
+            config,
+            upgrade: None,
+        }
+    }
+
+    /// WebSocket (QMux) hook: route every request carrying `Upgrade: websocket` (any path,
+    /// `/` included, any method) to `service` before the HTTP routes. The request reaches it
+    /// untouched, so axum's `WebSocketUpgrade` extractor works in it.
+    pub fn with_upgrade(mut self, service: Router) -> Self {
+        self.upgrade = Some(service);
+        self
+    }
+
+    /// The router. Starts the status ticker (it samples only while `/events` has clients and
+    /// stops once the router is dropped), so call it inside a Tokio runtime.
+    pub fn router(self) -> Router {
+        let sampler = snapshot::Sampler::new(
+            self.origin.clone(),
+            self.sessions,
+            self.config.status_interval,
+            self.config.status_max_items,
+        );
+        let feed = feed::StatusFeed::new(sampler, self.config.status_interval);
+        feed.spawn_ticker();
+        let state = Arc::new(HttpState {
+            origin: self.origin,
+            scope: scope::Scope::new(self.config.root.clone()),
+            config: self.config,
+            feed,
+        });
+        let api = Router::new()
+            .route("/", get(page::status_page))
+            .route("/status.json", get(feed::status_json))
+            .route("/events", get(feed::events))
+            .route("/announced", get(announced::announced_root))
+            .route("/announced/{*prefix}", get(announced::announced_prefix))
+            .route("/fetch/{*path}", get(fetch::fetch))
+            .with_state(state)
+            .merge(starling_net::certificate_router(self.fingerprint))
+            .fallback(not_found)
+            .layer(axum::middleware::from_fn(cors::get_cors));
+        match self.upgrade {
+            // Outermost, so an upgrade never reaches a route (or the CORS layer).
+            Some(upgrade) => api.layer(axum::middleware::from_fn_with_state(
+                upgrade,
+                upgrade::dispatch,
+            )),
+            None => api,
+        }
+    }
+}
+
+async fn not_found() -> (StatusCode, &'static str) {
+    (StatusCode::NOT_FOUND, "not found\n")
+}

@@ -1,0 +1,59 @@
+//! The WebSocket hook: a request asking for `Upgrade: websocket`, on any path (`/` included),
+//! goes to a separate service before any HTTP route sees it.
+//!
+//! The QMux-over-WebSocket endpoint shares the relay's TCP port; moq-relay mounts it on `/`
+//! and `/{*path}`, so the request path is the session's target, like a WebTransport CONNECT
+//! path. The upgrade service receives the request untouched (hyper's upgrade handle
+//! included), so it can use axum's `WebSocketUpgrade` extractor directly.
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use tower::ServiceExt;
+
+/// Whether the request asks to switch to the WebSocket protocol (the `Upgrade` header lists
+/// the `websocket` token, case-insensitively).
+pub fn is_websocket_upgrade(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::UPGRADE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|token| token.trim().eq_ignore_ascii_case("websocket"))
+}
+
+/// Route upgrades to `upgrade`; everything else continues to the HTTP routes.
+pub(crate) async fn dispatch(
+    State(upgrade): State<Router>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if is_websocket_upgrade(request.headers()) {
+        return match upgrade.oneshot(request).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        }
+        .into_response();
+    }
+    next.run(request).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    #[test]
+    fn recognizes_the_websocket_token() {
+        let mut headers = HeaderMap::new();
+        assert!(!is_websocket_upgrade(&headers));
+        headers.insert(header::UPGRADE, HeaderValue::from_static("WebSocket"));
+        assert!(is_websocket_upgrade(&headers));
+        headers.insert(header::UPGRADE, HeaderValue::from_static("h2c, websocket"));
+        assert!(is_websocket_upgrade(&headers));
+        headers.insert(header::UPGRADE, HeaderValue::from_static("h2c"));
+        assert!(!is_websocket_upgrade(&headers));
+    }
+}
