@@ -222,7 +222,7 @@ describe("browser (@moq/net in headless Chromium) against starling relay", { tim
 
   it(
     "(d) the status page GET / lists the page's own broadcast (screenshot: artifacts/status-page.png)",
-    { timeout: 60000, skip: pending("the relay's status page (GET /, GET /status.json) is not implemented yet") },
+    { timeout: 60000 },
     () =>
       explained(async () => {
         const broadcast = "browser-status-check";
