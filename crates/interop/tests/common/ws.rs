@@ -1,0 +1,320 @@
+//! QMux (WebSocket, TCP) helpers for the interop tests: a minimal in-test Starling WebSocket relay,
+//! and Starling publisher / subscriber sessions dialing `ws://`.
+//!
+//! Included by the `websocket_*` tests beside `mod common;` (`#[path = "common/ws.rs"]`).
+
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+
+use anyhow::{anyhow, bail, ensure, Context};
+use bytes::Bytes;
+use starling_model::{
+    BroadcastProducer, Frame, Limits, Origin, Route, RouteHandle, StartAt, TrackInfo, TrackProducer,
+};
+use starling_net::qmux::{
+    connect, serve_with_connect_info, websocket_acceptor, QmuxAccepted, QmuxTcpListener,
+    QmuxTransport,
+};
+use starling_net::TlsVerify;
+use starling_proto::{Path, Role, SessionCode, Version};
+use starling_session::{random_hop, Accepting, ClientSetup, Session, SessionConfig};
+use url::Url;
+
+use crate::common::{
+    step, Case, Gate, Pacing, Plan, ProgressTx, Received, RecvFrame, RecvGroup, BROADCAST, MAX_AGE,
+    STEP, SYNC, TRACK,
+};
+
+/// A placeholder certificate pin for moq-tokio clients dialing `ws://` (no TLS involved).
+pub const NO_TLS_FINGERPRINT: &str =
+    "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// A minimal Starling relay over QMux only: the WebSocket acceptor on an axum server and a
+/// plaintext QMux TCP listener, each session started with one shared origin as both its publish and consume side (what
+/// `crates/relay/src/relay.rs` does for QUIC). Stopped on drop.
+pub struct StarlingWsRelay {
+    pub addr: SocketAddr,
+    /// The same relay's plaintext QMux TCP listener (`tcp://`).
+    pub tcp_addr: SocketAddr,
+    pub origin: Origin,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl StarlingWsRelay {
+    pub async fn start(versions: &[Version]) -> anyhow::Result<Self> {
+        let alpns: Vec<&str> = versions.iter().map(|v| v.alpn()).collect();
+        let (acceptor, mut accepted) = websocket_acceptor(&alpns);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let http = tokio::spawn(async move {
+            if let Err(err) = serve_with_connect_info(listener, acceptor.router()).await {
+                tracing::error!(%err, "WebSocket server stopped");
+            }
+        });
+        let tcp = QmuxTcpListener::bind("127.0.0.1:0".parse()?, &alpns).await?;
+        let tcp_addr = tcp.local_addr();
+        let origin = Origin::new();
+        let hop = random_hop();
+        let shared = origin.clone();
+        let accept = tokio::spawn(async move {
+            loop {
+                let session = tokio::select! {
+                    Some(session) = accepted.recv() => session,
+                    Some(session) = tcp.accept() => session,
+                    else => return,
+                };
+                tokio::spawn(serve(session, shared.clone(), hop));
+            }
+        });
+        Ok(StarlingWsRelay {
+            addr,
+            tcp_addr,
+            origin,
+            tasks: vec![http, accept],
+        })
+    }
+
+    pub fn url(&self) -> Url {
+        ws_url(self.addr.port())
+    }
+
+    pub fn tcp_url(&self) -> Url {
+        Url::parse(&format!("tcp://{}/", self.tcp_addr)).expect("valid url")
+    }
+}
+
+/// Run one accepted session the way the relay does: read SETUP, start with the shared origin
+/// as both sides, hold it until it closes.
+async fn serve(session: QmuxAccepted, origin: Origin, hop: u64) {
+    let Some(version) = session.protocol.as_deref().and_then(Version::from_alpn) else {
+        // No common version (TCP negotiates in-band); dropping the transport closes it.
+        return;
+    };
+    let accepting: Accepting<QmuxTransport> =
+        match Accepting::new(session.transport, version, STEP).await {
+            Ok(accepting) => accepting,
+            Err(err) => {
+                tracing::warn!(%err, "QMux SETUP failed");
+                return;
+            }
+        };
+    let mut config = SessionConfig::new(hop);
+    config.publish = Some(origin.clone());
+    config.consume = Some(origin);
+    match accepting.start(config).await {
+        Ok(session) => {
+            let err = session.closed().await;
+            tracing::debug!(%err, "QMux session closed");
+        }
+        Err(err) => tracing::warn!(%err, "QMux session start failed"),
+    }
+}
+
+impl Drop for StarlingWsRelay {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+/// `ws://127.0.0.1:port/`.
+pub fn ws_url(port: u16) -> Url {
+    Url::parse(&format!("ws://127.0.0.1:{port}/")).expect("valid url")
+}
+
+/// Dial `url` (`ws://` or `tcp://`) offering only `case.version` and start a Starling session.
+pub async fn starling_ws_connect(
+    case: Case,
+    url: &Url,
+    role: Role,
+    mut config: SessionConfig,
+) -> anyhow::Result<Session<QmuxTransport>> {
+    let connected = step(
+        "Starling WebSocket connect",
+        connect(url, &[case.version.alpn()], &TlsVerify::System),
+    )
+    .await?
+    .with_context(|| format!("Starling WebSocket client connecting to {url}"))?;
+    let version = Version::from_alpn(&connected.protocol)
+        .with_context(|| format!("unknown negotiated protocol {:?}", connected.protocol))?;
+    ensure!(
+        version == case.version,
+        "negotiated {version}, expected {}",
+        case.version
+    );
+    if config.hop == 0 {
+        config.hop = random_hop();
+    }
+    let setup = ClientSetup {
+        path: connected.setup_path.clone(),
+        role: Some(role),
+        cost: None,
+    };
+    let session = step(
+        "Starling SETUP exchange over WebSocket",
+        Session::connect(connected.transport, version, setup, config),
+    )
+    .await?
+    .context("Starling moq-lite handshake over WebSocket")?;
+    Ok(session)
+}
+
+/// A Starling publisher over WebSocket serving [`BROADCAST`] / [`TRACK`].
+pub struct StarlingWsPublisher {
+    pub session: Session<QmuxTransport>,
+    pub track: TrackProducer,
+    _broadcast: BroadcastProducer,
+    _route: RouteHandle,
+    _origin: Origin,
+}
+
+impl StarlingWsPublisher {
+    pub async fn connect(case: Case, url: &Url) -> anyhow::Result<Self> {
+        let origin = Origin::new();
+        let broadcast = BroadcastProducer::new(Limits::default());
+        let info = TrackInfo {
+            max_age_ms: MAX_AGE.as_millis() as u64,
+            ..TrackInfo::default()
+        };
+        let track = broadcast.create_track(TRACK, info);
+        let route = origin.publish(Path::new(BROADCAST)?, broadcast.consume(), Route::local())?;
+        let mut config = SessionConfig::new(0);
+        config.publish = Some(origin.clone());
+        let session = starling_ws_connect(case, url, Role::Publisher, config).await?;
+        Ok(StarlingWsPublisher {
+            session,
+            track,
+            _broadcast: broadcast,
+            _route: route,
+            _origin: origin,
+        })
+    }
+
+    /// The sync group, then the plan's data groups, paced by the subscribers' progress.
+    pub async fn publish(
+        &self,
+        plan: &Plan,
+        pacing: Pacing,
+        gate: &mut Gate,
+    ) -> anyhow::Result<()> {
+        let session = self.session.clone();
+        tokio::select! {
+            err = session.closed() => bail!("Starling WebSocket publisher session closed: {err}"),
+            result = async {
+                let mut sync = self.track.create_group(0)?;
+                sync.write_frame(Frame { timestamp: 0, payload: Bytes::from_static(SYNC) })?;
+                sync.finish();
+                gate.all_reached(0).await.context("sync group")?;
+                for g in 1..=plan.groups {
+                    let mut group = self.track.create_group(g)?;
+                    for i in 0..plan.sizes.len() {
+                        group.write_frame(Frame {
+                            timestamp: plan.timestamp_ms(g, i),
+                            payload: plan.payload(g, i),
+                        })?;
+                    }
+                    group.finish();
+                    if pacing == Pacing::Lockstep {
+                        gate.all_reached(g).await?;
+                    }
+                }
+                Ok(())
+            } => result,
+        }
+    }
+
+    pub fn close(&self) {
+        self.session.close(SessionCode::NoError, "done");
+    }
+}
+
+/// A Starling subscriber over WebSocket: wait for [`BROADCAST`], subscribe to [`TRACK`], read
+/// the sync group then `plan.groups` data groups, reporting each to `progress`.
+pub async fn starling_ws_subscribe(
+    case: Case,
+    url: Url,
+    plan: Plan,
+    progress: ProgressTx,
+) -> anyhow::Result<Received> {
+    let origin = Origin::new();
+    let mut config = SessionConfig::new(0);
+    config.consume = Some(origin.clone());
+    let session = starling_ws_connect(case, &url, Role::Subscriber, config).await?;
+    let result = tokio::select! {
+        err = session.closed() => Err(anyhow!("Starling WebSocket subscriber session closed: {err}")),
+        result = read(&origin, &plan, &progress) => result,
+    };
+    session.close(SessionCode::NoError, "done");
+    result
+}
+
+async fn read(origin: &Origin, plan: &Plan, progress: &ProgressTx) -> anyhow::Result<Received> {
+    let path = Path::new(BROADCAST)?;
+    let interest = origin.interest(path.clone())?;
+    let broadcast = step(
+        "the broadcast announcement (Starling WebSocket subscriber)",
+        async {
+            let mut changed = Vec::new();
+            loop {
+                if let Some(broadcast) = origin.consume(&path, None) {
+                    return broadcast;
+                }
+                interest.changed(&mut changed).await;
+                changed.clear();
+            }
+        },
+    )
+    .await?;
+    let mut track = broadcast
+        .subscribe_track(TRACK, StartAt::default())
+        .map_err(|code| anyhow!("subscribe refused: {code:?}"))?;
+    let mut received = Received::default();
+    let mut first = true;
+    while (received.groups.len() as u64) < plan.groups {
+        let mut group = match step("the next group", track.next_group())
+            .await
+            .with_context(|| received.summary())?
+        {
+            Ok(Some(group)) => group,
+            Ok(None) => bail!("track ended after {} data groups", received.groups.len()),
+            Err(code) => bail!("track failed with {code:?}"),
+        };
+        let sequence = group.sequence();
+        ensure!(
+            !first || sequence == 0,
+            "the first group is {sequence}, expected the sync group 0"
+        );
+        let mut frames = Vec::new();
+        let mut error = None;
+        loop {
+            match step("the next frame", group.next_frame()).await? {
+                Ok(Some(frame)) => frames.push(RecvFrame {
+                    timestamp_ms: frame.timestamp,
+                    payload: frame.payload,
+                }),
+                Ok(None) => break,
+                Err(code) => {
+                    error = Some(format!("{code:?}"));
+                    break;
+                }
+            }
+        }
+        progress.send_replace(Some(sequence));
+        if first {
+            first = false;
+            ensure!(
+                error.is_none() && frames.len() == 1 && frames[0].payload == SYNC,
+                "sync group arrived as {frames:?} / {error:?}"
+            );
+            continue;
+        }
+        received.groups.push(RecvGroup {
+            sequence,
+            frames,
+            error,
+        });
+    }
+    Ok(received)
+}

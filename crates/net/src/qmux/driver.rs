@@ -1,0 +1,185 @@
+//! The per-connection task: moves records between the carrier and the state machine, runs
+//! its timers, and (on WebSocket) the keep-alive: a Ping every 5 s, the session closed after
+//! 30 s with nothing received.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::time::{Instant, Sleep};
+
+use super::carrier::{Carrier, Inbound};
+use super::shared::Shared;
+
+/// WebSocket Ping cadence (qmux's `KeepAlive::default()`).
+pub(crate) const WS_PING_INTERVAL: Duration = Duration::from_secs(5);
+/// WebSocket silence after which the session is closed.
+pub(crate) const WS_TIMEOUT: Duration = Duration::from_secs(30);
+/// Inbound items handled per poll before yielding, so one busy peer cannot hog a worker.
+const BATCH: usize = 64;
+
+pub(crate) struct Driver<C> {
+    shared: Arc<Shared>,
+    carrier: C,
+    timer: Pin<Box<Sleep>>,
+    /// WebSocket keep-alive: when the next Ping is due and when something last arrived.
+    next_ping: Option<Instant>,
+    last_heard: Instant,
+    /// The carrier is finished (closed by us or ended by the peer).
+    ended: bool,
+}
+
+impl<C: Carrier> Driver<C> {
+    pub(crate) fn spawn(shared: Arc<Shared>, carrier: C) {
+        let now = Instant::now();
+        let next_ping = carrier.has_ping().then(|| now + WS_PING_INTERVAL);
+        let driver = Driver {
+            shared,
+            carrier,
+            timer: Box::pin(tokio::time::sleep_until(now)),
+            next_ping,
+            last_heard: now,
+            ended: false,
+        };
+        tokio::spawn(driver);
+    }
+
+    /// Feed everything the carrier has; `Ready` when it ended.
+    fn poll_inbound(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        for _ in 0..BATCH {
+            let item = match self.carrier.poll_recv(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(item) => item,
+            };
+            let now = Instant::now();
+            self.last_heard = now;
+            let mut inner = self.shared.lock();
+            match item {
+                Some(Ok(Inbound::Data(data))) => inner.conn.handle_record(data, now.into_std()),
+                Some(Ok(Inbound::Activity)) => {}
+                Some(Ok(Inbound::Close)) | None => {
+                    inner.conn.handle_lost("the peer closed the carrier");
+                    inner.process();
+                    return Poll::Ready(());
+                }
+                Some(Err(e)) => {
+                    inner.conn.handle_lost(e);
+                    inner.process();
+                    return Poll::Ready(());
+                }
+            }
+            inner.process();
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+
+    /// Send what the connection has; `Err` when the carrier failed.
+    fn poll_outbound(&mut self, cx: &mut Context<'_>) -> Result<(), String> {
+        loop {
+            match self.carrier.poll_ready(cx) {
+                Poll::Pending => break,
+                Poll::Ready(Err(e)) => return Err(e),
+                Poll::Ready(Ok(())) => {}
+            }
+            let now = Instant::now();
+            if self.next_ping.is_some_and(|at| now >= at) {
+                self.next_ping = Some(now + WS_PING_INTERVAL);
+                self.carrier.start_ping()?;
+                continue;
+            }
+            let record = {
+                let mut inner = self.shared.lock();
+                let record = inner.conn.poll_transmit(now.into_std());
+                inner.process();
+                record
+            };
+            match record {
+                Some(record) => self.carrier.start_send(record)?,
+                None => break,
+            }
+        }
+        match self.carrier.poll_flush(cx) {
+            Poll::Ready(Err(e)) => Err(e),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl<C: Carrier> Future for Driver<C> {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = &mut *self;
+        for _ in 0..8 {
+            if !this.ended && this.poll_inbound(cx).is_ready() {
+                this.ended = true;
+            }
+
+            let now = Instant::now();
+            {
+                let mut inner = this.shared.lock();
+                inner.driver = Some(cx.waker().clone());
+                if inner
+                    .conn
+                    .poll_timeout()
+                    .is_some_and(|t| now.into_std() >= t)
+                {
+                    inner.conn.handle_timeout(now.into_std());
+                }
+                if this.next_ping.is_some() && now >= this.last_heard + WS_TIMEOUT {
+                    inner.conn.handle_lost("WebSocket keep-alive timeout");
+                }
+                inner.process();
+            }
+
+            if !this.ended {
+                if let Err(e) = this.poll_outbound(cx) {
+                    let mut inner = this.shared.lock();
+                    inner.conn.handle_lost(e);
+                    inner.process();
+                    this.ended = true;
+                }
+            }
+
+            let drained = this.shared.lock().conn.is_drained();
+            if drained || this.ended {
+                if !this.ended {
+                    // Everything including our close frame is queued; send the WebSocket
+                    // Close (or the TCP FIN) after it.
+                    match this.carrier.poll_close(cx) {
+                        Poll::Pending => return Poll::Pending,
+                        Poll::Ready(_) => {}
+                    }
+                }
+                let mut inner = this.shared.lock();
+                inner.conn.handle_lost("carrier ended");
+                inner.driver = None;
+                inner.process();
+                return Poll::Ready(());
+            }
+
+            let deadline = {
+                let inner = this.shared.lock();
+                let conn = inner.conn.poll_timeout().map(Instant::from_std);
+                let ws = this
+                    .next_ping
+                    .map(|ping| ping.min(this.last_heard + WS_TIMEOUT));
+                [conn, ws].into_iter().flatten().min()
+            };
+            match deadline {
+                Some(at) => {
+                    this.timer.as_mut().reset(at);
+                    if this.timer.as_mut().poll(cx).is_pending() {
+                        return Poll::Pending;
+                    }
+                }
+                None => return Poll::Pending,
+            }
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}

@@ -1,0 +1,323 @@
+//! Accepting QMux over WebSocket: an axum handler for upgrades on any path, with moq-relay's
+//! `Sec-WebSocket-Protocol` negotiation (spec §1.4), handing sessions over a channel.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::{ConnectInfo, FromRequestParts, Request};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use starling_qmux::{Config, Framing, Side, WireVersion};
+use tokio::sync::mpsc;
+
+use super::carrier::WsCarrier;
+use super::transport::QmuxTransport;
+
+/// Sessions waiting for the application before upgrades wait too.
+const ACCEPT_BACKLOG: usize = 64;
+/// Largest WebSocket message we let the WebSocket layer assemble. Larger than any record
+/// (16382), so an oversized record reaches QMux and is refused with CONNECTION_CLOSE; far
+/// beyond it the WebSocket layer drops the connection itself.
+pub(crate) const MAX_WS_MESSAGE: usize = 1 << 20;
+
+/// The wire versions the relay pairs with a moq ALPN, in its preference order.
+const SERVER_VERSIONS: [WireVersion; 2] = [WireVersion::Qmux01, WireVersion::Qmux00];
+
+/// How a QMux session reached us.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QmuxBinding {
+    /// WebSocket (`ws://`, `wss://`); the ALPN came from the subprotocol.
+    WebSocket,
+    /// Plain TCP (`tcp://`); the ALPN came from the `application_protocols` parameter.
+    Tcp,
+}
+
+impl QmuxBinding {
+    /// A short lowercase name for logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QmuxBinding::WebSocket => "websocket",
+            QmuxBinding::Tcp => "tcp",
+        }
+    }
+}
+
+impl std::fmt::Display for QmuxBinding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An established QMux session handed to the application (the QMux twin of `Accepted`).
+#[derive(Debug)]
+pub struct QmuxAccepted {
+    pub transport: QmuxTransport,
+    /// The moq version's ALPN. Always set on WebSocket (we refuse upgrades without one); on
+    /// TCP `None` when the client offered nothing we serve (the caller should close it).
+    pub protocol: Option<String>,
+    pub binding: QmuxBinding,
+    /// The QMux wire version.
+    pub wire: WireVersion,
+    /// WebSocket: the request path plus `?query` when there is one. TCP: `None` (the path
+    /// rides the SETUP message).
+    pub path: Option<String>,
+    /// The peer's address, when the HTTP server recorded it (axum's `ConnectInfo`) or on TCP.
+    pub remote: Option<SocketAddr>,
+    /// The `Host` the client addressed, without the port (WebSocket only).
+    pub server_name: Option<String>,
+}
+
+/// Every subprotocol we accept, in our preference order: for each ALPN, `qmux-01.<alpn>`
+/// then `qmux-00.<alpn>` (moq-relay's list without its bare legacy entries).
+pub fn supported_subprotocols<S: AsRef<str>>(alpns: &[S]) -> Vec<String> {
+    alpns
+        .iter()
+        .flat_map(|a| SERVER_VERSIONS.map(|v| v.subprotocol(a.as_ref())))
+        .collect()
+}
+
+/// The subprotocol to answer with: the first of ours (server preference) that the client
+/// offered, with its wire version and ALPN.
+///
+/// Unlike moq-relay, we refuse a client that offered nothing usable even when it offered no
+/// subprotocol at all: such a connection would use the legacy `webtransport` framing and
+/// in-band moq version negotiation, which only reaches lite-01/02 and draft-14, none of which
+/// Starling speaks. The caller answers HTTP 400.
+pub fn select_subprotocol<S: AsRef<str>>(
+    offered: &[String],
+    alpns: &[S],
+) -> Option<(String, WireVersion, String)> {
+    alpns.iter().find_map(|alpn| {
+        SERVER_VERSIONS.iter().find_map(|v| {
+            let candidate = v.subprotocol(alpn.as_ref());
+            offered
+                .iter()
+                .any(|o| o.trim() == candidate)
+                .then(|| (candidate, *v, alpn.as_ref().to_owned()))
+        })
+    })
+}
+
+/// Whether `request` asks for a WebSocket upgrade (`Upgrade: websocket`), so a router can
+/// divert it to the acceptor before its normal routes, on any path.
+pub fn is_websocket_upgrade<B>(request: &http::Request<B>) -> bool {
+    let has_token = |name: http::header::HeaderName, token: &str| {
+        request.headers().get_all(name).iter().any(|v| {
+            v.to_str()
+                .is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
+        })
+    };
+    has_token(http::header::UPGRADE, "websocket")
+}
+
+/// Serve `router` on `listener`, recording each peer's address (axum's `ConnectInfo`) so
+/// [`QmuxAccepted::remote`] is known. Run it in its own task; abort the task to stop.
+pub async fn serve_with_connect_info(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+) -> std::io::Result<()> {
+    axum::serve(
+        listener,
+        router.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .await
+}
+
+/// The axum-side WebSocket acceptor: cheap to clone, usable as a handler on any route.
+#[derive(Clone)]
+pub struct WebSocketAcceptor {
+    alpns: Arc<Vec<String>>,
+    tx: mpsc::Sender<QmuxAccepted>,
+}
+
+/// An acceptor serving these moq ALPNs (most preferred first, e.g. `["moq-lite-06",
+/// "moq-lite-05"]`) and the channel its sessions arrive on.
+pub fn websocket_acceptor<S: AsRef<str>>(
+    alpns: &[S],
+) -> (WebSocketAcceptor, mpsc::Receiver<QmuxAccepted>) {
+    let (tx, rx) = mpsc::channel(ACCEPT_BACKLOG);
+    let alpns = alpns.iter().map(|a| a.as_ref().to_owned()).collect();
+    (
+        WebSocketAcceptor {
+            alpns: Arc::new(alpns),
+            tx,
+        },
+        rx,
+    )
+}
+
+impl WebSocketAcceptor {
+    /// Answer one request: 101 with the chosen subprotocol and a session on the channel,
+    /// 400 when no `qmux-0N.<alpn>` we serve was offered, or axum's rejection when the
+    /// request is not a valid upgrade.
+    pub async fn handle(&self, request: Request) -> Response {
+        let (mut parts, _body) = request.into_parts();
+        let remote = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|c| c.0);
+        let path = match parts.uri.query() {
+            Some(q) if !q.is_empty() => format!("{}?{q}", parts.uri.path()),
+            _ => parts.uri.path().to_owned(),
+        };
+        let server_name = parts
+            .uri
+            .host()
+            .map(str::to_owned)
+            .or_else(|| {
+                let host = parts.headers.get(http::header::HOST)?.to_str().ok()?;
+                let authority: http::uri::Authority = host.parse().ok()?;
+                Some(authority.host().to_owned())
+            })
+            .map(|h| {
+                h.trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .to_ascii_lowercase()
+            });
+        let ws = match WebSocketUpgrade::from_request_parts(&mut parts, &()).await {
+            Ok(ws) => ws,
+            Err(rejection) => return rejection.into_response(),
+        };
+        let offered: Vec<String> = ws
+            .requested_protocols()
+            .filter_map(|v| v.to_str().ok())
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+            .collect();
+        let Some((subprotocol, wire, alpn)) = select_subprotocol(&offered, &self.alpns) else {
+            tracing::debug!(
+                ?offered,
+                "refusing WebSocket upgrade: no supported subprotocol"
+            );
+            return (
+                StatusCode::BAD_REQUEST,
+                "no supported WebSocket subprotocol",
+            )
+                .into_response();
+        };
+        let tx = self.tx.clone();
+        ws.protocols([subprotocol])
+            .max_message_size(MAX_WS_MESSAGE)
+            .max_frame_size(MAX_WS_MESSAGE)
+            .on_upgrade(move |socket| async move {
+                let config = Config::new(wire, Framing::Message, Side::Server);
+                let transport = super::start(config, WsCarrier::new(socket), Some(alpn.clone()));
+                tracing::debug!(?remote, %wire, %alpn, %path, "accepted WebSocket session");
+                let accepted = QmuxAccepted {
+                    transport,
+                    protocol: Some(alpn),
+                    binding: QmuxBinding::WebSocket,
+                    wire,
+                    path: Some(path),
+                    remote,
+                    server_name,
+                };
+                // The application is gone when this fails; dropping the session closes it.
+                let _ = tx.send(accepted).await;
+            })
+    }
+
+    /// A router sending every request, on any path, to [`WebSocketAcceptor::handle`].
+    pub fn router(&self) -> axum::Router {
+        let this = self.clone();
+        axum::Router::new().fallback(move |request: Request| {
+            let this = this.clone();
+            async move { this.handle(request).await }
+        })
+    }
+
+    /// `router` with WebSocket upgrades on any path (including `/`) diverted to this
+    /// acceptor before its own routes; every other request reaches `router` unchanged.
+    pub fn wrap(&self, router: axum::Router) -> axum::Router {
+        let this = self.clone();
+        router.layer(axum::middleware::from_fn(
+            move |request: Request, next: axum::middleware::Next| {
+                let this = this.clone();
+                async move {
+                    if is_websocket_upgrade(&request) {
+                        this.handle(request).await
+                    } else {
+                        next.run(request).await
+                    }
+                }
+            },
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn offered(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn server_preference_like_moq_relay() {
+        let alpns = ["moq-lite-06", "moq-lite-05"];
+        assert_eq!(
+            supported_subprotocols(&alpns),
+            offered(&[
+                "qmux-01.moq-lite-06",
+                "qmux-00.moq-lite-06",
+                "qmux-01.moq-lite-05",
+                "qmux-00.moq-lite-05"
+            ])
+        );
+        // moq-tokio's default offer lands on qmux-01.moq-lite-06.
+        let client = offered(&[
+            "qmux-02.moq-lite-06",
+            "qmux-01.moq-lite-06",
+            "qmux-00.moq-lite-06",
+            "qmux-02.moq-lite-05",
+            "qmux-01.moq-lite-05",
+            "qmux-00.moq-lite-05",
+            "qmux-02",
+            "qmux-01",
+            "qmux-00",
+            "webtransport",
+        ]);
+        let (sub, wire, alpn) = select_subprotocol(&client, &alpns).unwrap();
+        assert_eq!(
+            (sub.as_str(), wire, alpn.as_str()),
+            ("qmux-01.moq-lite-06", WireVersion::Qmux01, "moq-lite-06")
+        );
+        // Server preference wins over the client's order.
+        let client = offered(&["qmux-00.moq-lite-05", "qmux-00.moq-lite-06"]);
+        assert_eq!(
+            select_subprotocol(&client, &alpns).unwrap().0,
+            "qmux-00.moq-lite-06"
+        );
+        // Only 05 offered.
+        let client = offered(&["qmux-01.moq-lite-05"]);
+        assert_eq!(
+            select_subprotocol(&client, &alpns).unwrap().2,
+            "moq-lite-05"
+        );
+        // qmux-02 pairs, bare values and nothing at all are refused.
+        assert!(select_subprotocol(
+            &offered(&["qmux-02.moq-lite-06", "qmux-01", "webtransport"]),
+            &alpns
+        )
+        .is_none());
+        assert!(select_subprotocol(&[], &alpns).is_none());
+    }
+
+    #[test]
+    fn upgrade_detection() {
+        let req = |v: &str| {
+            http::Request::get("/")
+                .header("upgrade", v)
+                .body(())
+                .unwrap()
+        };
+        assert!(is_websocket_upgrade(&req("websocket")));
+        assert!(is_websocket_upgrade(&req("WebSocket")));
+        assert!(!is_websocket_upgrade(&req("h2c")));
+        assert!(!is_websocket_upgrade(
+            &http::Request::get("/").body(()).unwrap()
+        ));
+    }
+}

@@ -1,0 +1,56 @@
+//! Receive credit: what we advertised, what the application consumed, and when to grant more.
+
+/// One receive window (a stream's MAX_STREAM_DATA or the connection's MAX_DATA).
+///
+/// The advertised maximum stays `window` ahead of consumption: once less than half of the
+/// window remains ahead of what the application read, a larger maximum is due. Bytes held
+/// unread can therefore never exceed `window`.
+#[derive(Debug, Clone)]
+pub(crate) struct RecvCredit {
+    window: u64,
+    /// The limit the peer was last told (or will be told by the pending update).
+    pub(crate) max: u64,
+    /// Bytes the application consumed (or we discarded).
+    consumed: u64,
+}
+
+impl RecvCredit {
+    pub(crate) fn new(window: u64) -> Self {
+        Self {
+            window,
+            max: window,
+            consumed: 0,
+        }
+    }
+
+    /// Record `n` more bytes consumed; `true` when a larger maximum is now due.
+    pub(crate) fn consume(&mut self, n: u64) -> bool {
+        self.consumed = self.consumed.saturating_add(n);
+        if self.max.saturating_sub(self.consumed) < self.window / 2 || self.window == 0 && n > 0 {
+            let next = self
+                .consumed
+                .saturating_add(self.window)
+                .min(crate::varint::MAX);
+            if next > self.max {
+                self.max = next;
+                return true;
+            }
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credit_is_granted_past_half_the_window() {
+        let mut c = RecvCredit::new(100);
+        assert!(!c.consume(50));
+        assert_eq!(c.max, 100);
+        assert!(c.consume(1));
+        assert_eq!(c.max, 151);
+        assert!(!c.consume(0));
+    }
+}
