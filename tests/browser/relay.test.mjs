@@ -119,7 +119,7 @@ describe("browser (@moq/net in headless Chromium) against starling relay", { tim
 
   it(
     "(b) page receives `starling publish` frames over WebSocket (QMux) only",
-    { timeout: 60000, skip: pending("the relay's WebSocket (QMux) endpoint is not implemented yet") },
+    { timeout: 60000 },
     (t) => explained(() => receiveFromCli(t, "websocket", "cli-to-browser-ws")),
   );
 

@@ -34,6 +34,8 @@ pub struct RelayConfig {
     pub http_api: HttpConfig,
     /// How long sessions get to leave after GOAWAY when the relay shuts down.
     pub drain_timeout: Duration,
+    /// Plaintext QMux over TCP (`tcp://`), for trusted local workers; off by default.
+    pub listen_tcp: Option<SocketAddr>,
 }
 
 impl Default for RelayConfig {
@@ -46,6 +48,7 @@ impl Default for RelayConfig {
             model_limits: Limits::default(),
             http: true,
             http_api: HttpConfig::default(),
+            listen_tcp: None,
             drain_timeout: Duration::from_secs(5),
         }
     }

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};
 
+use starling_net::qmux::QmuxBinding;
 use starling_net::Binding;
 use starling_proto::{Path, SessionCode, Version};
 use starling_session::{Session, SessionStats};
@@ -27,13 +28,16 @@ pub enum SessionTransport {
     WebTransport,
     /// QMux over a WebSocket on the TCP port.
     WebSocket,
+    /// Plaintext QMux over TCP (`tcp://`).
+    Tcp,
 }
 
 impl SessionTransport {
-    pub const ALL: [SessionTransport; 3] = [
+    pub const ALL: [SessionTransport; 4] = [
         SessionTransport::Quic,
         SessionTransport::WebTransport,
         SessionTransport::WebSocket,
+        SessionTransport::Tcp,
     ];
 
     /// A short lowercase name for logs and the status page.
@@ -42,6 +46,16 @@ impl SessionTransport {
             SessionTransport::Quic => "quic",
             SessionTransport::WebTransport => "webtransport",
             SessionTransport::WebSocket => "websocket",
+            SessionTransport::Tcp => "tcp",
+        }
+    }
+}
+
+impl From<QmuxBinding> for SessionTransport {
+    fn from(binding: QmuxBinding) -> Self {
+        match binding {
+            QmuxBinding::WebSocket => SessionTransport::WebSocket,
+            QmuxBinding::Tcp => SessionTransport::Tcp,
         }
     }
 }

@@ -6,7 +6,10 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use starling_model::Origin;
-use starling_net::{serve_http, Accepted, QuicTransport, Server, ServerConfig, TlsCertificate};
+use starling_net::qmux::{
+    serve_with_connect_info, websocket_acceptor, QmuxAccepted, QmuxTcpListener, QmuxTransport,
+};
+use starling_net::{Accepted, QuicTransport, Server, ServerConfig, TlsCertificate};
 use starling_proto::{SessionCode, Version};
 use starling_session::{random_hop, Accepting, SessionConfig};
 use starling_transport::Transport;
@@ -14,7 +17,7 @@ use starling_transport::Transport;
 use crate::admission::Admission;
 use crate::config::{RelayConfig, TlsSource};
 use crate::http::HttpApi;
-use crate::registry::{SessionInfo, SessionRegistry};
+use crate::registry::{SessionInfo, SessionRegistry, SessionTransport};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RelayError {
@@ -34,6 +37,10 @@ pub struct Relay {
     /// WebSocket (QMux) hook: requests carrying `Upgrade: websocket` on any path go here
     /// before the HTTP routes (see [`HttpApi::with_upgrade`]).
     http_upgrade: Option<axum::Router>,
+    /// Sessions the WebSocket endpoint accepted.
+    websocket: tokio::sync::mpsc::Receiver<QmuxAccepted>,
+    /// The optional plaintext QMux-over-TCP listener.
+    tcp: Option<QmuxTcpListener>,
     inner: Arc<Inner>,
 }
 
@@ -60,6 +67,16 @@ impl Relay {
                 .with_bind(config.bind)
                 .with_alpns(&alpns),
         )?;
+        let (websocket, websocket_sessions) = websocket_acceptor(&alpns);
+        let tcp = match config.listen_tcp {
+            Some(addr) => {
+                if !addr.ip().is_loopback() {
+                    tracing::warn!(%addr, "plaintext QMux over TCP on a non-loopback address");
+                }
+                Some(QmuxTcpListener::bind(addr, &alpns).await?)
+            }
+            None => None,
+        };
         let http = if config.http {
             let port = server.local_addr()?.port();
             let mut addr = config.bind;
@@ -72,7 +89,9 @@ impl Relay {
             server,
             http,
             fingerprint,
-            http_upgrade: None,
+            http_upgrade: Some(websocket.router()),
+            websocket: websocket_sessions,
+            tcp,
             inner: Arc::new(Inner {
                 origin: Origin::new(),
                 hop: random_hop(),
@@ -81,6 +100,11 @@ impl Relay {
                 sessions: SessionRegistry::new(),
             }),
         })
+    }
+
+    /// The plaintext QMux-over-TCP listener's address, when enabled.
+    pub fn tcp_addr(&self) -> Option<SocketAddr> {
+        self.tcp.as_ref().map(QmuxTcpListener::local_addr)
     }
 
     /// The UDP address sessions connect to (the TCP port has the same number).
@@ -131,20 +155,36 @@ impl Relay {
             }
             let router = api.router();
             tokio::spawn(async move {
-                if let Err(err) = serve_http(listener, router).await {
+                if let Err(err) = serve_with_connect_info(listener, router).await {
                     tracing::warn!(%err, "http listener ended");
                 }
             });
         }
+        let tcp_task = self.tcp.take().map(|listener| {
+            let inner = self.inner.clone();
+            tokio::spawn(async move {
+                while let Some(accepted) = listener.accept().await {
+                    let inner = inner.clone();
+                    tokio::spawn(async move { inner.serve(Incoming::from(accepted)).await });
+                }
+            })
+        });
         loop {
             tokio::select! {
                 accepted = self.server.accept() => {
                     let Some(accepted) = accepted else { return Ok(()) };
                     let inner = self.inner.clone();
-                    tokio::spawn(async move { inner.serve(accepted).await });
+                    tokio::spawn(async move { inner.serve(Incoming::from(accepted)).await });
+                }
+                Some(accepted) = self.websocket.recv() => {
+                    let inner = self.inner.clone();
+                    tokio::spawn(async move { inner.serve(Incoming::from(accepted)).await });
                 }
                 _ = &mut shutdown => break,
             }
+        }
+        if let Some(task) = tcp_task {
+            task.abort();
         }
         self.drain().await;
         Ok(())
@@ -190,8 +230,48 @@ async fn bind_tcp(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> 
     socket.listen(1024)
 }
 
+/// A connection whose transport handshake completed, on any binding.
+struct Incoming<T: Transport> {
+    transport: T,
+    /// The negotiated moq ALPN.
+    protocol: Option<String>,
+    /// The request target from the URL (WebTransport, WebSocket); `None` on raw QUIC and TCP.
+    path: Option<String>,
+    remote: SocketAddr,
+    kind: SessionTransport,
+    server_name: Option<String>,
+}
+
+impl From<Accepted> for Incoming<QuicTransport> {
+    fn from(accepted: Accepted) -> Self {
+        Incoming {
+            transport: accepted.transport,
+            protocol: accepted.protocol,
+            path: accepted.path,
+            remote: accepted.remote,
+            kind: accepted.binding.into(),
+            server_name: accepted.server_name,
+        }
+    }
+}
+
+impl From<QmuxAccepted> for Incoming<QmuxTransport> {
+    fn from(accepted: QmuxAccepted) -> Self {
+        Incoming {
+            transport: accepted.transport,
+            protocol: accepted.protocol,
+            path: accepted.path,
+            remote: accepted
+                .remote
+                .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0))),
+            kind: accepted.binding.into(),
+            server_name: accepted.server_name,
+        }
+    }
+}
+
 impl Inner {
-    async fn serve(self: Arc<Self>, accepted: Accepted) {
+    async fn serve<T: Transport>(self: Arc<Self>, accepted: Incoming<T>) {
         let remote = accepted.remote;
         let Some(version) = accepted.protocol.as_deref().and_then(Version::from_alpn) else {
             accepted.transport.close(
@@ -200,8 +280,8 @@ impl Inner {
             );
             return;
         };
-        let binding = accepted.binding;
-        let accepting: Accepting<QuicTransport> = match Accepting::new(
+        let binding = accepted.kind;
+        let accepting: Accepting<T> = match Accepting::new(
             accepted.transport,
             version,
             self.config.session_limits.handshake_timeout,
@@ -253,7 +333,7 @@ impl Inner {
         let info = SessionInfo {
             id: self.sessions.next_id(),
             remote,
-            transport: binding.into(),
+            transport: binding,
             version,
             root: grant.root.clone(),
             publish: grant.publish,

@@ -87,7 +87,7 @@ pub async fn run(
     let dialer = args.connect.dialer()?;
     // The live session, so a stop signal can close it cleanly.
     let current =
-        std::sync::Mutex::new(None::<starling_session::Session<starling_net::QuicTransport>>);
+        std::sync::Mutex::new(None::<starling_session::Session<starling_net::AnyTransport>>);
     let connections = async {
         let mut backoff = Backoff::default();
         loop {

@@ -35,6 +35,9 @@ pub struct RelayArgs {
     /// Seconds sessions get to leave after GOAWAY on shutdown.
     #[arg(long)]
     drain_timeout_secs: Option<u64>,
+    /// Also accept plaintext QMux over TCP (`tcp://`) here, for trusted local workers.
+    #[arg(long)]
+    listen_tcp: Option<SocketAddr>,
 }
 
 /// The TOML file's shape.
@@ -48,6 +51,7 @@ struct FileConfig {
     versions: Vec<String>,
     cache_track_bytes: Option<usize>,
     drain_timeout_secs: Option<u64>,
+    listen_tcp: Option<SocketAddr>,
 }
 
 #[derive(Deserialize, Debug, Default)]
@@ -100,6 +104,7 @@ fn build(args: RelayArgs) -> anyhow::Result<RelayConfig> {
     if let Some(bytes) = args.cache_track_bytes.or(file.cache_track_bytes) {
         config.model_limits.track_cache_bytes = bytes;
     }
+    config.listen_tcp = args.listen_tcp.or(file.listen_tcp);
     if let Some(secs) = args.drain_timeout_secs.or(file.drain_timeout_secs) {
         config.drain_timeout = std::time::Duration::from_secs(secs);
     }
@@ -110,7 +115,10 @@ pub async fn run(args: RelayArgs) -> anyhow::Result<()> {
     let config = build(args)?;
     let relay = Relay::bind(config).await?;
     let addr = relay.local_addr()?;
-    tracing::info!(%addr, fingerprint = relay.fingerprint(), "relay listening (QUIC, WebTransport, HTTP)");
+    if let Some(tcp) = relay.tcp_addr() {
+        tracing::info!(%tcp, "plaintext QMux over TCP listening");
+    }
+    tracing::info!(%addr, fingerprint = relay.fingerprint(), "relay listening (QUIC, WebTransport, WebSocket, HTTP)");
     relay
         .run_until(async {
             crate::terminated().await;

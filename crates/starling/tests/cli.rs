@@ -1,5 +1,6 @@
 //! The `starling` binary end to end on loopback: relay, publish (stdin and clock), subscribe,
-//! over WebTransport (`http://` pinning) and raw QUIC (`moqt://`).
+//! over WebTransport (`http://` pinning), raw QUIC (`moqt://`), WebSocket (`ws://`) and
+//! plaintext QMux over TCP (`tcp://`).
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::UdpSocket;
@@ -26,11 +27,23 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// Start a relay and wait until it says it is listening.
-fn relay() -> (Running, u16) {
+/// Start a relay (and its plaintext QMux listener) and wait until it says it is listening:
+/// the process, the QUIC/HTTP port and the QMux TCP port.
+fn relay() -> (Running, u16, u16) {
     let port = free_port();
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let mut child = Command::new(BIN)
-        .args(["relay", "--bind", &format!("127.0.0.1:{port}")])
+        .args([
+            "relay",
+            "--bind",
+            &format!("127.0.0.1:{port}"),
+            "--listen-tcp",
+            &format!("127.0.0.1:{tcp}"),
+        ])
         .env("RUST_LOG", "info")
         .env("NO_COLOR", "1")
         .stdout(Stdio::null())
@@ -45,7 +58,7 @@ fn relay() -> (Running, u16) {
         if line.contains("relay listening") {
             // Keep draining the relay's log so it never blocks on a full pipe.
             std::thread::spawn(move || for _ in lines {});
-            return (running, port);
+            return (running, port, tcp);
         }
     }
     panic!("relay exited before listening");
@@ -96,8 +109,8 @@ fn finish(mut child: Child, deadline: Duration) -> Vec<String> {
 }
 
 #[test]
-fn stdin_publisher_reaches_subscribers_over_webtransport_and_quic() {
-    let (_relay, port) = relay();
+fn stdin_publisher_reaches_subscribers_over_every_binding() {
+    let (_relay, port, tcp_port) = relay();
     let mut publisher = Running(
         Command::new(BIN)
             .args([
@@ -116,19 +129,16 @@ fn stdin_publisher_reaches_subscribers_over_webtransport_and_quic() {
             .spawn()
             .unwrap(),
     );
-    let quic = subscribe(
-        &format!("moqt://127.0.0.1:{port}/"),
-        "room/alice",
-        "chat",
-        5,
-    );
-    let webtransport = subscribe(
-        &format!("http://127.0.0.1:{port}/"),
-        "room/alice",
-        "chat",
-        5,
-    );
-    // Both subscribers join at the live edge, so keep writing lines until both are done; each
+    let subscribers: Vec<Child> = [
+        format!("moqt://127.0.0.1:{port}/"),
+        format!("http://127.0.0.1:{port}/"),
+        format!("ws://127.0.0.1:{port}/"),
+        format!("tcp://127.0.0.1:{tcp_port}/"),
+    ]
+    .iter()
+    .map(|url| subscribe(url, "room/alice", "chat", 5))
+    .collect();
+    // Every subscriber joins at the live edge, so keep writing lines until both are done; each
     // must then hold five consecutive lines of what was written.
     let mut stdin = publisher.0.stdin.take().unwrap();
     let writer = std::thread::spawn(move || {
@@ -139,10 +149,8 @@ fn stdin_publisher_reaches_subscribers_over_webtransport_and_quic() {
             std::thread::sleep(Duration::from_millis(25));
         }
     });
-    for lines in [
-        finish(quic, Duration::from_secs(20)),
-        finish(webtransport, Duration::from_secs(20)),
-    ] {
+    for child in subscribers {
+        let lines = finish(child, Duration::from_secs(20));
         assert_eq!(lines.len(), 5, "{lines:?}");
         let first: usize = lines[0].strip_prefix("line ").unwrap().parse().unwrap();
         let expected: Vec<String> = (first..first + 5).map(|i| format!("line {i}")).collect();
@@ -154,7 +162,7 @@ fn stdin_publisher_reaches_subscribers_over_webtransport_and_quic() {
 
 #[test]
 fn clock_publishes_a_minute_header_then_seconds() {
-    let (_relay, port) = relay();
+    let (_relay, port, _) = relay();
     let _clock = Running(
         Command::new(BIN)
             .args([
