@@ -1,5 +1,5 @@
-//! moq-tokio 0.19.31 publishing over `ws://` (or `tcp://`) -> a Starling QMux endpoint (an
-//! in-test relay) -> a moq-tokio subscriber and a Starling subscriber over the same binding.
+//! moq-tokio 0.19.31 publishing over `ws://` (or `tcp://`) -> the Starling relay's QMux
+//! endpoints -> a moq-tokio subscriber and a Starling subscriber over the same binding.
 
 // The shared harness defines `version_binding_matrix!`, which these tests do not use.
 #![allow(unused_macros)]

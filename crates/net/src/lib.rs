@@ -5,8 +5,8 @@
 //! the stream codes passed to `reset`/`stop` and the session codes passed to `close` are
 //! moq-lite codes, mapped onto the wire as spec §7.3 prescribes for each binding.
 
-mod any;
 pub mod alpn;
+mod any;
 pub mod client;
 mod codes;
 pub mod http;
@@ -18,8 +18,8 @@ pub mod tls;
 mod transport;
 mod verify;
 
-pub use any::{AnyRecv, AnySend, AnyTransport};
 pub use alpn::{Binding, DEFAULT_ALPNS, H3, MOQ_LITE_05, MOQ_LITE_06};
+pub use any::{AnyRecv, AnySend, AnyTransport};
 pub use client::{setup_path, Client, ClientConfig, ClientError, Connected, TlsVerify};
 pub use http::{certificate_router, serve_http, serve_http_until};
 pub use qmux::{QmuxAccepted, QmuxBinding, QmuxTransport};

@@ -1,5 +1,5 @@
-//! QMux (WebSocket, TCP) helpers for the interop tests: a minimal in-test Starling WebSocket relay,
-//! and Starling publisher / subscriber sessions dialing `ws://`.
+//! QMux (WebSocket, TCP) helpers for the interop tests: the Starling relay with its QMux
+//! endpoints, and Starling publisher / subscriber sessions dialing `ws://`.
 //!
 //! Included by the `websocket_*` tests beside `mod common;` (`#[path = "common/ws.rs"]`).
 
@@ -12,66 +12,55 @@ use bytes::Bytes;
 use starling_model::{
     BroadcastProducer, Frame, Limits, Origin, Route, RouteHandle, StartAt, TrackInfo, TrackProducer,
 };
-use starling_net::qmux::{
-    connect, serve_with_connect_info, websocket_acceptor, QmuxAccepted, QmuxTcpListener,
-    QmuxTransport,
-};
+use starling_net::qmux::{connect, QmuxTransport};
 use starling_net::TlsVerify;
 use starling_proto::{Path, Role, SessionCode, Version};
-use starling_session::{random_hop, Accepting, ClientSetup, Session, SessionConfig};
+use starling_relay::{Relay, RelayConfig};
+use starling_session::{random_hop, ClientSetup, Session, SessionConfig};
 use url::Url;
 
 use crate::common::{
     step, Case, Gate, Pacing, Plan, ProgressTx, Received, RecvFrame, RecvGroup, BROADCAST, MAX_AGE,
-    STEP, SYNC, TRACK,
+    SYNC, TRACK,
 };
 
 /// A placeholder certificate pin for moq-tokio clients dialing `ws://` (no TLS involved).
 pub const NO_TLS_FINGERPRINT: &str =
     "0000000000000000000000000000000000000000000000000000000000000000";
 
-/// A minimal Starling relay over QMux only: the WebSocket acceptor on an axum server and a
-/// plaintext QMux TCP listener, each session started with one shared origin as both its publish and consume side (what
-/// `crates/relay/src/relay.rs` does for QUIC). Stopped on drop.
+/// The Starling relay itself (in process), serving QMux over WebSocket on its TCP port and
+/// over plaintext TCP on a second listener. Stopped on drop.
 pub struct StarlingWsRelay {
     pub addr: SocketAddr,
     /// The same relay's plaintext QMux TCP listener (`tcp://`).
     pub tcp_addr: SocketAddr,
     pub origin: Origin,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
+    task: tokio::task::JoinHandle<()>,
 }
 
 impl StarlingWsRelay {
     pub async fn start(versions: &[Version]) -> anyhow::Result<Self> {
-        let alpns: Vec<&str> = versions.iter().map(|v| v.alpn()).collect();
-        let (acceptor, mut accepted) = websocket_acceptor(&alpns);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let addr = listener.local_addr()?;
-        let http = tokio::spawn(async move {
-            if let Err(err) = serve_with_connect_info(listener, acceptor.router()).await {
-                tracing::error!(%err, "WebSocket server stopped");
-            }
-        });
-        let tcp = QmuxTcpListener::bind("127.0.0.1:0".parse()?, &alpns).await?;
-        let tcp_addr = tcp.local_addr();
-        let origin = Origin::new();
-        let hop = random_hop();
-        let shared = origin.clone();
-        let accept = tokio::spawn(async move {
-            loop {
-                let session = tokio::select! {
-                    Some(session) = accepted.recv() => session,
-                    Some(session) = tcp.accept() => session,
-                    else => return,
-                };
-                tokio::spawn(serve(session, shared.clone(), hop));
+        starling_net::tls::install_default_provider();
+        let relay = Relay::bind(RelayConfig {
+            bind: "127.0.0.1:0".parse()?,
+            versions: versions.to_vec(),
+            listen_tcp: Some("127.0.0.1:0".parse()?),
+            ..RelayConfig::default()
+        })
+        .await?;
+        let addr = relay.local_addr()?;
+        let tcp_addr = relay.tcp_addr().context("the QMux TCP listener")?;
+        let origin = relay.origin().clone();
+        let task = tokio::spawn(async move {
+            if let Err(err) = relay.run().await {
+                tracing::error!(%err, "relay stopped");
             }
         });
         Ok(StarlingWsRelay {
             addr,
             tcp_addr,
             origin,
-            tasks: vec![http, accept],
+            task,
         })
     }
 
@@ -84,38 +73,9 @@ impl StarlingWsRelay {
     }
 }
 
-/// Run one accepted session the way the relay does: read SETUP, start with the shared origin
-/// as both sides, hold it until it closes.
-async fn serve(session: QmuxAccepted, origin: Origin, hop: u64) {
-    let Some(version) = session.protocol.as_deref().and_then(Version::from_alpn) else {
-        // No common version (TCP negotiates in-band); dropping the transport closes it.
-        return;
-    };
-    let accepting: Accepting<QmuxTransport> =
-        match Accepting::new(session.transport, version, STEP).await {
-            Ok(accepting) => accepting,
-            Err(err) => {
-                tracing::warn!(%err, "QMux SETUP failed");
-                return;
-            }
-        };
-    let mut config = SessionConfig::new(hop);
-    config.publish = Some(origin.clone());
-    config.consume = Some(origin);
-    match accepting.start(config).await {
-        Ok(session) => {
-            let err = session.closed().await;
-            tracing::debug!(%err, "QMux session closed");
-        }
-        Err(err) => tracing::warn!(%err, "QMux session start failed"),
-    }
-}
-
 impl Drop for StarlingWsRelay {
     fn drop(&mut self) {
-        for task in &self.tasks {
-            task.abort();
-        }
+        self.task.abort();
     }
 }
 
