@@ -56,7 +56,8 @@ async fn run<T: Transport>(
         let payload = reader.payload(header.size as usize).await?;
         group.write_frame(Frame { timestamp, payload })?;
     }
-    writer.finish()?;
+    // The response is complete; the peer may already have stopped our side.
+    let _ = writer.finish();
     Ok(())
 }
 

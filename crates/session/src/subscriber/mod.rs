@@ -180,7 +180,8 @@ async fn request_info<T: Transport>(
         None => err,
     })?
     .ok_or(Error::Stream(StreamCode::NotFound))?;
-    writer.finish()?;
+    // The reply is in; the peer may already have stopped our side, which is fine.
+    let _ = writer.finish();
     Ok(info)
 }
 
