@@ -138,7 +138,7 @@ fn stdin_publisher_reaches_subscribers_over_every_binding() {
     .iter()
     .map(|url| subscribe(url, "room/alice", "chat", 5))
     .collect();
-    // Every subscriber joins at the live edge, so keep writing lines until both are done; each
+    // Every subscriber joins at the live edge, so keep writing lines until all are done; each
     // must then hold five consecutive lines of what was written.
     let mut stdin = publisher.0.stdin.take().unwrap();
     let writer = std::thread::spawn(move || {
@@ -152,9 +152,15 @@ fn stdin_publisher_reaches_subscribers_over_every_binding() {
     for child in subscribers {
         let lines = finish(child, Duration::from_secs(20));
         assert_eq!(lines.len(), 5, "{lines:?}");
-        let first: usize = lines[0].strip_prefix("line ").unwrap().parse().unwrap();
-        let expected: Vec<String> = (first..first + 5).map(|i| format!("line {i}")).collect();
-        assert_eq!(lines, expected);
+        // Each line is its own group, and groups travel on independent streams (newest first
+        // when several are in flight), so arrival order may differ; none may be missing.
+        let mut numbers: Vec<usize> = lines
+            .iter()
+            .map(|l| l.strip_prefix("line ").unwrap().parse().unwrap())
+            .collect();
+        numbers.sort_unstable();
+        let first = numbers[0];
+        assert_eq!(numbers, (first..first + 5).collect::<Vec<_>>(), "{lines:?}");
     }
     drop(publisher);
     let _ = writer.join();
