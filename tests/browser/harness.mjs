@@ -402,6 +402,9 @@ export function consecutiveRun(texts, prefix) {
     if (!m) throw new Error(`unexpected payload ${JSON.stringify(t)} (want ${prefix}N) in ${JSON.stringify(texts)}`);
     return Number(m[1]);
   });
+  // Each payload is its own group, and groups travel on independent streams (newest first
+  // when several are in flight), so arrival order may differ; none may be missing.
+  numbers.sort((a, b) => a - b);
   numbers.forEach((n, i) => {
     if (n !== numbers[0] + i) throw new Error(`payloads are not consecutive: ${JSON.stringify(texts)}`);
   });
