@@ -7,8 +7,6 @@ use std::time::Duration;
 
 use futures::stream::{FuturesUnordered, StreamExt};
 use rustls::client::danger::ServerCertVerifier;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::CertificateDer;
 use url::{Host, Url};
 use web_transport_quinn::proto::ConnectRequest;
 
@@ -16,7 +14,7 @@ use crate::alpn::{Binding, DEFAULT_ALPNS, H3};
 use crate::quic::{bind_client_udp, bind_udp, QuicConfig};
 use crate::tls::{parse_fingerprint, provider, TlsError};
 use crate::transport::QuicTransport;
-use crate::verify::{NoVerifier, PinnedVerifier};
+use crate::verify::PinnedVerifier;
 
 /// Default deadline for a whole `connect` (fingerprint fetch, QUIC handshake, CONNECT).
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -387,41 +385,7 @@ async fn resolve(host: &Host<&str>, port: u16, ipv6: bool) -> Result<Vec<SocketA
 }
 
 fn verifier(tls: &TlsVerify) -> Result<Arc<dyn ServerCertVerifier>, ClientError> {
-    let roots = match tls {
-        TlsVerify::Disabled => return Ok(Arc::new(NoVerifier::new(provider()))),
-        TlsVerify::PinnedSha256(pins) => {
-            return Ok(Arc::new(PinnedVerifier::new(provider(), pins.clone())))
-        }
-        TlsVerify::System => {
-            let native = rustls_native_certs::load_native_certs();
-            for err in &native.errors {
-                tracing::warn!(%err, "failed to load a system root certificate");
-            }
-            let mut roots = rustls::RootCertStore::empty();
-            let (added, ignored) = roots.add_parsable_certificates(native.certs);
-            if ignored > 0 {
-                tracing::debug!(added, ignored, "ignored unparsable system roots");
-            }
-            roots
-        }
-        TlsVerify::Roots(path) => {
-            let certs = CertificateDer::pem_file_iter(path)
-                .and_then(|iter| iter.collect::<Result<Vec<_>, _>>())
-                .map_err(|e| ClientError::Roots(format!("{}: {e}", path.display())))?;
-            let mut roots = rustls::RootCertStore::empty();
-            for cert in certs {
-                roots
-                    .add(cert)
-                    .map_err(|e| ClientError::Roots(format!("{}: {e}", path.display())))?;
-            }
-            roots
-        }
-    };
-    let verifier =
-        rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider())
-            .build()
-            .map_err(|e| ClientError::Roots(e.to_string()))?;
-    Ok(verifier)
+    crate::verify::for_tls(tls).map_err(ClientError::Roots)
 }
 
 /// GET `/certificate.sha256` from the URL's host and port over plain HTTP/1.1.

@@ -135,6 +135,54 @@ impl ServerCertVerifier for NoVerifier {
     }
 }
 
+/// The verifier a [`TlsVerify`](crate::TlsVerify) choice asks for: none, pins, the system
+/// roots or a roots file; `Err` says why it cannot be built.
+pub(crate) fn for_tls(
+    tls: &crate::TlsVerify,
+) -> Result<std::sync::Arc<dyn rustls::client::danger::ServerCertVerifier>, String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
+    use std::sync::Arc;
+
+    use crate::tls::provider;
+    use crate::TlsVerify;
+
+    let roots = match tls {
+        TlsVerify::Disabled => return Ok(Arc::new(NoVerifier::new(provider()))),
+        TlsVerify::PinnedSha256(pins) => {
+            return Ok(Arc::new(PinnedVerifier::new(provider(), pins.clone())))
+        }
+        TlsVerify::System => {
+            let native = rustls_native_certs::load_native_certs();
+            for err in &native.errors {
+                tracing::warn!(%err, "failed to load a system root certificate");
+            }
+            let mut roots = rustls::RootCertStore::empty();
+            let (added, ignored) = roots.add_parsable_certificates(native.certs);
+            if ignored > 0 {
+                tracing::debug!(added, ignored, "ignored unparsable system roots");
+            }
+            roots
+        }
+        TlsVerify::Roots(path) => {
+            let certs = CertificateDer::pem_file_iter(path)
+                .and_then(|iter| iter.collect::<Result<Vec<_>, _>>())
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in certs {
+                roots
+                    .add(cert)
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
+            }
+            roots
+        }
+    };
+    rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider())
+        .build()
+        .map(|v| v as Arc<dyn rustls::client::danger::ServerCertVerifier>)
+        .map_err(|e| e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
