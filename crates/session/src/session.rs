@@ -192,24 +192,7 @@ impl<T: Transport> Accepting<T> {
                 }
             }
         };
-        let setup = match tokio::time::timeout(timeout, read).await {
-            Ok(Ok(setup)) => setup,
-            Ok(Err(err)) => {
-                transport.close(err.session_code().to_code(), "bad setup");
-                return Err(err);
-            }
-            Err(_) => {
-                transport.close(SessionCode::ControlTimeout.to_code(), "no setup");
-                return Err(Error::Timeout("setup"));
-            }
-        };
-        let setup = match PeerSetup::from_setup(&setup) {
-            Ok(setup) => setup,
-            Err(err) => {
-                transport.close(err.session_code().to_code(), "bad setup");
-                return Err(err);
-            }
-        };
+        let setup = handshake(&transport, timeout, read).await?;
         Ok(Accepting {
             transport,
             version,
@@ -243,6 +226,23 @@ impl<T: Transport> Accepting<T> {
             self.setup,
         ))
     }
+}
+
+/// Wait for the peer's SETUP within `timeout`; a bad or missing one closes the session with
+/// its code (PROTOCOL_VIOLATION, CONTROL_TIMEOUT).
+async fn handshake<T: Transport>(
+    transport: &T,
+    timeout: std::time::Duration,
+    read: impl std::future::Future<Output = Result<Setup, Error>>,
+) -> Result<PeerSetup, Error> {
+    let result = match tokio::time::timeout(timeout, read).await {
+        Ok(setup) => setup.and_then(|setup| PeerSetup::from_setup(&setup)),
+        Err(_) => Err(Error::Timeout("setup")),
+    };
+    if let Err(err) = &result {
+        transport.close(err.session_code().to_code(), "bad setup");
+    }
+    result
 }
 
 /// We report PROBEs when the transport measures an RTT (spec §4.1 Probe).
@@ -304,17 +304,7 @@ impl<T: Transport> Session<T> {
                 _ => Err(Error::ProtocolViolation("first server stream is not SETUP")),
             }
         };
-        let server = match tokio::time::timeout(timeout, read).await {
-            Ok(Ok(setup)) => PeerSetup::from_setup(&setup)?,
-            Ok(Err(err)) => {
-                transport.close(err.session_code().to_code(), "bad setup");
-                return Err(err);
-            }
-            Err(_) => {
-                transport.close(SessionCode::ControlTimeout.to_code(), "no setup");
-                return Err(Error::Timeout("setup"));
-            }
-        };
+        let server = handshake(&transport, timeout, read).await?;
         Ok(Session::run(transport, version, config, server))
     }
 
