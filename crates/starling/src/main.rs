@@ -1,16 +1,19 @@
 //! `starling`: the relay and the command-line client in one binary.
 
 mod client;
+mod logging;
 mod publish;
 mod relay;
 mod subscribe;
+mod token;
 
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(name = "starling", version, about = "Media over QUIC relay and client")]
 struct Cli {
-    /// Log directives (`target=level,…`); defaults to RUST_LOG, else `info`.
+    /// Log directives (`info,starling_session=debug`, or with spans and fields
+    /// `starling[session{id=7}]=trace`); defaults to RUST_LOG, else `info`.
     #[arg(long, global = true)]
     log: Option<String>,
     #[command(subcommand)]
@@ -25,18 +28,8 @@ enum Command {
     Publish(publish::PublishArgs),
     /// Subscribe to a track and write its frames to stdout.
     Subscribe(subscribe::SubscribeArgs),
-}
-
-fn init_logging(directives: Option<&str>) {
-    use tracing_subscriber::EnvFilter;
-    let filter = match directives {
-        Some(d) => EnvFilter::new(d),
-        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-    };
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+    /// Generate keys, sign and verify JWT tokens (moq-cli compatible).
+    Token(token::TokenArgs),
 }
 
 /// Resolves on SIGINT or SIGTERM (what supervisors and test harnesses send).
@@ -57,7 +50,7 @@ pub async fn terminated() {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    init_logging(cli.log.as_deref());
+    logging::init_logging(cli.log.as_deref())?;
     starling_net::tls::install_default_provider();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -67,6 +60,7 @@ fn main() -> anyhow::Result<()> {
             Command::Relay(args) => relay::run(args).await,
             Command::Publish(args) => publish::run(args, terminated()).await,
             Command::Subscribe(args) => subscribe::run(args, terminated()).await,
+            Command::Token(args) => token::run(args),
         }
     })
 }
