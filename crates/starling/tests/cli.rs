@@ -164,7 +164,11 @@ fn stdin_publisher_reaches_subscribers_over_every_binding() {
         numbers.dedup();
         assert_eq!(numbers.len(), 5, "{lines:?}");
         let first = numbers[0];
-        assert_eq!(&numbers[..4], &(first..first + 4).collect::<Vec<_>>()[..], "{lines:?}");
+        assert_eq!(
+            &numbers[..4],
+            &(first..first + 4).collect::<Vec<_>>()[..],
+            "{lines:?}"
+        );
     }
     drop(publisher);
     let _ = writer.join();
