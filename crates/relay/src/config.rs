@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use std::time::Duration;
 
+use starling_auth::{KeySet, Patterns};
 use starling_model::Limits;
 use starling_proto::{Path, Version};
 use starling_session::SessionLimits;
@@ -34,8 +35,12 @@ pub struct RelayConfig {
     pub http_api: HttpConfig,
     /// How long sessions get to leave after GOAWAY when the relay shuts down.
     pub drain_timeout: Duration,
+    /// The internal listener for `/metrics` and `/health`; off unless set.
+    pub internal_listen: Option<SocketAddr>,
     /// Plaintext QMux over TCP (`tcp://`), for trusted local workers; off by default.
     pub listen_tcp: Option<SocketAddr>,
+    /// Token authentication and public (anonymous) grants; empty: the relay is open.
+    pub auth: AuthConfig,
 }
 
 impl Default for RelayConfig {
@@ -49,7 +54,9 @@ impl Default for RelayConfig {
             http: true,
             http_api: HttpConfig::default(),
             listen_tcp: None,
+            auth: AuthConfig::default(),
             drain_timeout: Duration::from_secs(5),
+            internal_listen: None,
         }
     }
 }
@@ -78,5 +85,27 @@ impl Default for HttpConfig {
             status_interval: Duration::from_secs(1),
             status_max_items: 1000,
         }
+    }
+}
+
+/// Who may connect: token keys and public (anonymous) grants.
+///
+/// With no key and no public pattern the relay is open (anonymous publish and subscribe
+/// everywhere). Otherwise a session presents `?jwt=` verified by `keys`, or falls back to
+/// the public patterns (rooted at `/`, each holding a wildcard).
+#[derive(Clone, Debug, Default)]
+pub struct AuthConfig {
+    /// Keys verifying tokens (`--auth-key`, `--auth-key-dir`); `None` refuses every token.
+    pub keys: Option<KeySet>,
+    /// Paths anyone may publish (`--auth-public`, `--auth-public-publish`).
+    pub public_publish: Patterns,
+    /// Paths anyone may subscribe to (`--auth-public`, `--auth-public-subscribe`).
+    pub public_subscribe: Patterns,
+}
+
+impl AuthConfig {
+    /// Whether any authentication option is set (otherwise the relay is open).
+    pub fn is_enabled(&self) -> bool {
+        self.keys.is_some() || !self.public_publish.is_empty() || !self.public_subscribe.is_empty()
     }
 }

@@ -4,12 +4,14 @@
 mod admission;
 mod config;
 mod http;
+mod metrics;
 mod registry;
 mod relay;
 
-pub use admission::{Admission, Grant};
-pub use config::{HttpConfig, RelayConfig, TlsSource};
+pub use admission::{parse_patterns, Admission, AuthConfigError, Grant, Refusal};
+pub use config::{AuthConfig, HttpConfig, RelayConfig, TlsSource};
 pub use http::{is_websocket_upgrade, HttpApi, HttpError};
+pub use metrics::{internal_router, serve_internal, Rejection, RelayMetrics};
 pub use registry::{
     LiveSession, Registered, SessionEntry, SessionFuture, SessionInfo, SessionRegistry,
     SessionTransport,

@@ -96,6 +96,8 @@ pub type SessionFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 /// session over another binding (WebSocket) registers the same way.
 pub trait LiveSession: Send + Sync + 'static {
     fn stats(&self) -> &SessionStats;
+    /// Subscriptions served, announce interests listened on, receive-budget evictions.
+    fn load(&self) -> (usize, usize, u64);
     /// Send GOAWAY (asking the peer to reconnect here); errors are ignored.
     fn goaway(&self) -> SessionFuture<'_>;
     fn close(&self, code: SessionCode, reason: &str);
@@ -106,6 +108,11 @@ pub trait LiveSession: Send + Sync + 'static {
 impl<T: Transport> LiveSession for Session<T> {
     fn stats(&self) -> &SessionStats {
         Session::stats(self)
+    }
+
+    fn load(&self) -> (usize, usize, u64) {
+        let (served, interests) = self.served();
+        (served, interests, self.budget().1)
     }
 
     fn goaway(&self) -> SessionFuture<'_> {

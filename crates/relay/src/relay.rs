@@ -17,6 +17,7 @@ use starling_transport::Transport;
 use crate::admission::Admission;
 use crate::config::{RelayConfig, TlsSource};
 use crate::http::HttpApi;
+use crate::metrics::{internal_router, serve_internal, Rejection, RelayMetrics};
 use crate::registry::{SessionInfo, SessionRegistry, SessionTransport};
 
 #[derive(Debug, thiserror::Error)]
@@ -27,6 +28,8 @@ pub enum RelayError {
     Server(#[from] starling_net::ServerError),
     #[error("http listener: {0}")]
     Io(#[from] std::io::Error),
+    #[error("auth: {0}")]
+    Auth(#[from] crate::admission::AuthConfigError),
 }
 
 /// A bound relay; `run` serves until the process ends.
@@ -41,6 +44,8 @@ pub struct Relay {
     websocket: tokio::sync::mpsc::Receiver<QmuxAccepted>,
     /// The optional plaintext QMux-over-TCP listener.
     tcp: Option<QmuxTcpListener>,
+    /// Where `/metrics` is served, when enabled.
+    internal: Option<SocketAddr>,
     inner: Arc<Inner>,
 }
 
@@ -52,10 +57,25 @@ struct Inner {
     /// Live sessions with their metadata, so shutdown can drain them and the status page
     /// can list them.
     sessions: SessionRegistry,
+    metrics: RelayMetrics,
 }
 
 impl Relay {
     pub async fn bind(config: RelayConfig) -> Result<Self, RelayError> {
+        let admission = Admission::new(&config.auth)?;
+        let origin = Origin::new();
+        let sessions = SessionRegistry::new();
+        let metrics = RelayMetrics::default();
+        let internal = match config.internal_listen {
+            Some(addr) => Some(
+                serve_internal(
+                    addr,
+                    internal_router(metrics.clone(), sessions.clone(), origin.clone()),
+                )
+                .await?,
+            ),
+            None => None,
+        };
         let certificate = match &config.tls {
             TlsSource::Files { cert, key } => TlsCertificate::load_pem(cert, key)?,
             TlsSource::Generate(hosts) => TlsCertificate::self_signed(hosts)?,
@@ -93,13 +113,24 @@ impl Relay {
             websocket: websocket_sessions,
             tcp,
             inner: Arc::new(Inner {
-                origin: Origin::new(),
+                origin,
                 hop: random_hop(),
                 config,
-                admission: Admission,
-                sessions: SessionRegistry::new(),
+                admission,
+                sessions,
+                metrics,
             }),
+            internal,
         })
+    }
+
+    /// The internal listener's address (`/metrics`, `/health`), when enabled.
+    pub fn internal_addr(&self) -> Option<SocketAddr> {
+        self.internal
+    }
+
+    pub fn metrics(&self) -> &RelayMetrics {
+        &self.inner.metrics
     }
 
     /// The plaintext QMux-over-TCP listener's address, when enabled.
@@ -150,7 +181,9 @@ impl Relay {
                 self.inner.config.http_api.clone(),
             );
             // WebSocket (QMux) hook: upgrades are routed before every HTTP route.
+            // Tokens are checked before the upgrade: a refusal is HTTP 401.
             if let Some(upgrade) = self.http_upgrade.take() {
+                let upgrade = crate::http::gate_upgrade(upgrade, self.inner.admission.clone());
                 api = api.with_upgrade(upgrade);
             }
             let router = api.router();
@@ -278,6 +311,7 @@ impl Inner {
                 SessionCode::VersionNegotiationFailed.to_code(),
                 "no common version",
             );
+            self.metrics.rejected(Rejection::Version);
             return;
         };
         let binding = accepted.kind;
@@ -291,6 +325,7 @@ impl Inner {
             Ok(accepting) => accepting,
             Err(err) => {
                 tracing::debug!(%remote, %err, "handshake failed");
+                self.metrics.rejected(Rejection::Handshake);
                 return;
             }
         };
@@ -302,13 +337,17 @@ impl Inner {
             .clone()
             .filter(|p| !p.is_empty())
             .or_else(|| accepted.path.clone());
-        let grant = match self
-            .admission
-            .admit(target.as_deref(), accepting.setup().role)
-        {
+        let grant = match self.admission.admit(
+            target.as_deref(),
+            accepted.path.as_deref(),
+            accepting.setup().role,
+            SystemTime::now(),
+        ) {
             Ok(grant) => grant,
-            Err(_) => {
-                accepting.reject(SessionCode::Unauthorized, "refused");
+            Err(err) => {
+                tracing::info!(%remote, %err, "session refused");
+                accepting.reject(SessionCode::Unauthorized, "unauthorized");
+                self.metrics.rejected(Rejection::Unauthorized);
                 return;
             }
         };
@@ -342,8 +381,26 @@ impl Inner {
             started: Instant::now(),
             started_at: SystemTime::now(),
         };
+        self.metrics.accepted(binding, version);
         let _registered = self.sessions.register(info, Arc::new(session.clone()));
-        let err = session.closed().await;
+        let err = match grant.expires {
+            // The token's `exp` ends the session with UNAUTHORIZED.
+            Some(expires) => {
+                let left = expires
+                    .duration_since(SystemTime::now())
+                    .unwrap_or_default();
+                tokio::select! {
+                    err = session.closed() => err,
+                    _ = tokio::time::sleep(left) => {
+                        session.close(SessionCode::Unauthorized, "token expired");
+                        session.closed().await
+                    }
+                }
+            }
+            None => session.closed().await,
+        };
+        self.metrics
+            .ended(session.stats(), err.session_code(), session.budget().1);
         tracing::info!(%remote, %err, "session closed");
     }
 }

@@ -64,7 +64,21 @@ pub struct SessionStats {
     pub groups_received: AtomicU64,
     pub frames_received: AtomicU64,
     pub bytes_received: AtomicU64,
+    /// Group streams a slow subscriber skipped (reset TOO_FAR_BEHIND).
     pub groups_skipped: AtomicU64,
+    /// Streams we reset or stopped because of the peer's input, by moq-lite stream code.
+    stream_errors: Mutex<std::collections::BTreeMap<u32, u64>>,
+}
+
+impl SessionStats {
+    pub(crate) fn stream_error(&self, code: StreamCode) {
+        *self.stream_errors.lock().entry(code.to_code()).or_default() += 1;
+    }
+
+    /// Streams failed on the peer's input so far, by stream code.
+    pub fn stream_errors(&self) -> std::collections::BTreeMap<u32, u64> {
+        self.stream_errors.lock().clone()
+    }
 }
 
 pub(crate) struct Shared<T: Transport> {
@@ -351,6 +365,14 @@ impl<T: Transport> Session<T> {
         &self.shared.stats
     }
 
+    /// Subscriptions the peer holds with us, and announce interests it listens on.
+    pub fn served(&self) -> (usize, usize) {
+        (
+            self.shared.served_subscriptions.load(Ordering::Relaxed),
+            self.shared.announce_interests.load(Ordering::Relaxed),
+        )
+    }
+
     /// Bytes currently buffered in incomplete units, and streams evicted for the budget.
     pub fn budget(&self) -> (usize, u64) {
         (self.shared.budget.used(), self.shared.budget.evictions())
@@ -498,6 +520,9 @@ async fn handle_bi<T: Transport>(shared: Arc<Shared<T>>, send: T::Send, recv: T:
     };
     if let Err(err) = result {
         tracing::debug!(?kind, ?err, "request stream failed");
+        if matches!(err, Error::Decode(_) | Error::ProtocolViolation(_) | Error::Bound(_)) {
+            shared.stats.stream_error(err.stream_code());
+        }
         let code = err.stream_code().to_code();
         writer.reset(code);
         reader.stop(code);

@@ -6,8 +6,9 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 use serde::Deserialize;
+use starling_auth::KeySet;
 use starling_proto::Version;
-use starling_relay::{Relay, RelayConfig, TlsSource};
+use starling_relay::{parse_patterns, Admission, AuthConfig, Relay, RelayConfig, TlsSource};
 
 #[derive(Args, Debug, Default)]
 pub struct RelayArgs {
@@ -38,6 +39,24 @@ pub struct RelayArgs {
     /// Also accept plaintext QMux over TCP (`tcp://`) here, for trusted local workers.
     #[arg(long)]
     listen_tcp: Option<SocketAddr>,
+    /// Serve `/metrics` (Prometheus) and `/health` here; default 127.0.0.1:9090, `off` to disable.
+    #[arg(long)]
+    internal_listen: Option<String>,
+    /// Verify `?jwt=` tokens with this key file (base64url or JSON JWK, or a JWKS).
+    #[arg(long)]
+    auth_key: Option<PathBuf>,
+    /// Verify `?jwt=` tokens with the `{kid}.jwk` files in this directory.
+    #[arg(long)]
+    auth_key_dir: Option<PathBuf>,
+    /// Anonymous publish and subscribe under this pattern, rooted at `/` (must hold a wildcard).
+    #[arg(long)]
+    auth_public: Vec<String>,
+    /// Anonymous publish under this pattern (must hold a wildcard).
+    #[arg(long)]
+    auth_public_publish: Vec<String>,
+    /// Anonymous subscribe under this pattern (must hold a wildcard).
+    #[arg(long)]
+    auth_public_subscribe: Vec<String>,
 }
 
 /// The TOML file's shape.
@@ -52,6 +71,22 @@ struct FileConfig {
     cache_track_bytes: Option<usize>,
     drain_timeout_secs: Option<u64>,
     listen_tcp: Option<SocketAddr>,
+    #[serde(default)]
+    auth: FileAuth,
+}
+
+/// `[auth]`: `key`, `key_dir`, `public`, `public_publish`, `public_subscribe`.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct FileAuth {
+    key: Option<PathBuf>,
+    key_dir: Option<PathBuf>,
+    #[serde(default)]
+    public: Vec<String>,
+    #[serde(default)]
+    public_publish: Vec<String>,
+    #[serde(default)]
+    public_subscribe: Vec<String>,
 }
 
 #[derive(Deserialize, Debug, Default)]
@@ -105,10 +140,78 @@ fn build(args: RelayArgs) -> anyhow::Result<RelayConfig> {
         config.model_limits.track_cache_bytes = bytes;
     }
     config.listen_tcp = args.listen_tcp.or(file.listen_tcp);
+    config.internal_listen = match args.internal_listen.as_deref() {
+        Some("off") => None,
+        Some(addr) => Some(addr.parse().context("--internal-listen")?),
+        None => default_internal_listen(),
+    };
     if let Some(secs) = args.drain_timeout_secs.or(file.drain_timeout_secs) {
         config.drain_timeout = std::time::Duration::from_secs(secs);
     }
+    config.auth = auth(
+        FileAuth {
+            key: args.auth_key,
+            key_dir: args.auth_key_dir,
+            public: args.auth_public,
+            public_publish: args.auth_public_publish,
+            public_subscribe: args.auth_public_subscribe,
+        },
+        file.auth,
+    )?;
     Ok(config)
+}
+
+/// The auth flags over the file's `[auth]` table (each flag replaces its key).
+fn auth(flags: FileAuth, file: FileAuth) -> anyhow::Result<AuthConfig> {
+    let pick = |flag: Vec<String>, file: Vec<String>| if flag.is_empty() { file } else { flag };
+    let key = flags.key.or(file.key);
+    let key_dir = flags.key_dir.or(file.key_dir);
+    let public = pick(flags.public, file.public);
+    let public_publish = pick(flags.public_publish, file.public_publish);
+    let public_subscribe = pick(flags.public_subscribe, file.public_subscribe);
+    let keys = match (key, key_dir) {
+        (Some(_), Some(_)) => anyhow::bail!("--auth-key and --auth-key-dir are exclusive"),
+        (Some(path), None) => {
+            Some(KeySet::load(&path).with_context(|| format!("loading key {}", path.display()))?)
+        }
+        (None, Some(dir)) => {
+            anyhow::ensure!(dir.is_dir(), "{} is not a directory", dir.display());
+            let keys = KeySet::load(&dir)
+                .with_context(|| format!("loading keys from {}", dir.display()))?;
+            anyhow::ensure!(
+                !keys.keys().is_empty(),
+                "no .jwk files in {}",
+                dir.display()
+            );
+            Some(keys)
+        }
+        (None, None) => None,
+    };
+    let patterns = |list: &[&Vec<String>]| {
+        parse_patterns(list.iter().flat_map(|v| v.iter().map(String::as_str)))
+            .context("parsing a public pattern")
+    };
+    let config = AuthConfig {
+        keys,
+        public_publish: patterns(&[&public, &public_publish])?,
+        public_subscribe: patterns(&[&public, &public_subscribe])?,
+    };
+    // Refuse literal public patterns here, before binding anything.
+    Admission::new(&config)?;
+    Ok(config)
+}
+
+/// The default metrics address, unless something already holds it (a second relay on the
+/// same machine runs without metrics rather than failing to start).
+fn default_internal_listen() -> Option<SocketAddr> {
+    let addr: SocketAddr = "127.0.0.1:9090".parse().expect("valid default");
+    match std::net::TcpListener::bind(addr) {
+        Ok(_) => Some(addr),
+        Err(err) => {
+            tracing::warn!(%addr, %err, "metrics listener unavailable; pass --internal-listen");
+            None
+        }
+    }
 }
 
 pub async fn run(args: RelayArgs) -> anyhow::Result<()> {
@@ -117,6 +220,9 @@ pub async fn run(args: RelayArgs) -> anyhow::Result<()> {
     let addr = relay.local_addr()?;
     if let Some(tcp) = relay.tcp_addr() {
         tracing::info!(%tcp, "plaintext QMux over TCP listening");
+    }
+    if let Some(internal) = relay.internal_addr() {
+        tracing::info!(%internal, "metrics listening (/metrics, /health)");
     }
     tracing::info!(%addr, fingerprint = relay.fingerprint(), "relay listening (QUIC, WebTransport, WebSocket, HTTP)");
     relay
@@ -166,5 +272,56 @@ mod tests {
         })
         .unwrap();
         assert_eq!(config.bind, "127.0.0.1:6000".parse().unwrap());
+    }
+
+    #[test]
+    fn auth_flags_build_public_grants_and_refuse_literals() {
+        let config = build(RelayArgs::default()).unwrap();
+        assert!(!config.auth.is_enabled());
+        let config = build(RelayArgs {
+            auth_public: vec!["anon/**".into()],
+            auth_public_subscribe: vec!["demo/*".into()],
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(config.auth.public_publish.len(), 1);
+        assert_eq!(config.auth.public_subscribe.len(), 2);
+        assert!(build(RelayArgs {
+            auth_public: vec!["anon".into()],
+            ..Default::default()
+        })
+        .is_err());
+    }
+
+    #[test]
+    fn auth_key_file_and_toml_table_load() {
+        let dir = std::env::temp_dir().join(format!("starling-auth-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let key = starling_auth::Key::generate(starling_auth::Algorithm::HS256).unwrap();
+        let file = dir.join("relay.jwk");
+        key.write_file(&file).unwrap();
+        let config = build(RelayArgs {
+            auth_key: Some(file.clone()),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(config.auth.keys.unwrap().keys().len(), 1);
+        let toml = dir.join("auth.toml");
+        std::fs::write(
+            &toml,
+            format!(
+                "[auth]\nkey = {:?}\npublic_subscribe = [\"demo/**\"]\n",
+                file.display().to_string()
+            ),
+        )
+        .unwrap();
+        let config = build(RelayArgs {
+            config: Some(toml),
+            ..Default::default()
+        })
+        .unwrap();
+        assert!(config.auth.keys.is_some());
+        assert_eq!(config.auth.public_subscribe.len(), 1);
+        assert!(config.auth.public_publish.is_empty());
     }
 }

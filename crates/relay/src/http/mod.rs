@@ -26,6 +26,7 @@ use crate::config::HttpConfig;
 use crate::registry::SessionRegistry;
 
 pub use error::HttpError;
+pub(crate) use upgrade::gate_upgrade;
 pub use upgrade::is_websocket_upgrade;
 
 /// What every handler shares.

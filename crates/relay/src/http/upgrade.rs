@@ -13,6 +13,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Router;
 use tower::ServiceExt;
 
+use crate::admission::Admission;
+
 /// Whether the request asks to switch to the WebSocket protocol (the `Upgrade` header lists
 /// the `websocket` token, case-insensitively).
 pub fn is_websocket_upgrade(headers: &HeaderMap) -> bool {
@@ -36,6 +38,25 @@ pub(crate) async fn dispatch(
             Err(never) => match never {},
         }
         .into_response();
+    }
+    next.run(request).await
+}
+
+/// Check the request URI's token (`?jwt=`) before `upgrade` sees the request: a refused or
+/// missing credential is answered 401 and never upgraded. The SETUP Role is checked again
+/// once the session's SETUP arrives.
+pub(crate) fn gate_upgrade(upgrade: Router, admission: Admission) -> Router {
+    upgrade.layer(axum::middleware::from_fn_with_state(admission, gate))
+}
+
+async fn gate(State(admission): State<Admission>, request: Request, next: Next) -> Response {
+    let target = request
+        .uri()
+        .path_and_query()
+        .map(|target| target.as_str().to_owned());
+    if let Err(err) = admission.admit(target.as_deref(), None, None, std::time::SystemTime::now()) {
+        tracing::info!(%err, "websocket upgrade refused");
+        return (axum::http::StatusCode::UNAUTHORIZED, "unauthorized").into_response();
     }
     next.run(request).await
 }

@@ -243,6 +243,7 @@ pub(crate) async fn group<T: Transport>(shared: &Arc<Shared<T>>, reader: &mut Re
                 Some(code) => code,
                 None => {
                     let code = err.stream_code();
+                    shared.stats.stream_error(code);
                     reader.stop(code.to_code());
                     code
                 }

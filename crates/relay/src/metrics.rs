@@ -1,0 +1,339 @@
+//! Prometheus metrics for operators, served on the internal listener (`/metrics`, `/health`).
+//!
+//! Event counters (sessions accepted, rejected, closed) are kept as they happen. Data counters
+//! (groups, frames and bytes in and out, slow-subscriber skips, stream errors) live in each
+//! session's own atomics on the hot path; a scrape sums the live sessions and adds what ended
+//! sessions left behind, so the hot path never touches a shared metric. Gauges (sessions,
+//! broadcasts, interests, subscriptions, cache bytes) are read from the registry and the
+//! origin at scrape time. Cost per scrape is linear in sessions plus tracks.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use axum::http::header;
+use axum::routing::get;
+use axum::Router;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use starling_model::Origin;
+use starling_proto::{SessionCode, StreamCode, Version};
+use starling_session::SessionStats;
+
+use crate::registry::{SessionRegistry, SessionTransport};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SessionLabels {
+    transport: String,
+    version: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CodeLabels {
+    code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DirectionLabels {
+    direction: String,
+}
+
+/// Why a connection did not become a session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rejection {
+    /// No common moq-lite version.
+    Version,
+    /// No valid SETUP in time.
+    Handshake,
+    /// Refused by admission (auth, path).
+    Unauthorized,
+}
+
+impl Rejection {
+    fn as_str(self) -> &'static str {
+        match self {
+            Rejection::Version => "version",
+            Rejection::Handshake => "handshake",
+            Rejection::Unauthorized => "unauthorized",
+        }
+    }
+}
+
+/// What ended sessions counted.
+#[derive(Default, Debug)]
+struct Totals {
+    groups_sent: u64,
+    frames_sent: u64,
+    bytes_sent: u64,
+    groups_received: u64,
+    frames_received: u64,
+    bytes_received: u64,
+    groups_skipped: u64,
+    budget_evictions: u64,
+    stream_errors: BTreeMap<u32, u64>,
+}
+
+impl Totals {
+    fn add(&mut self, stats: &SessionStats, evictions: u64) {
+        self.groups_sent += stats.groups_sent.load(Ordering::Relaxed);
+        self.frames_sent += stats.frames_sent.load(Ordering::Relaxed);
+        self.bytes_sent += stats.bytes_sent.load(Ordering::Relaxed);
+        self.groups_received += stats.groups_received.load(Ordering::Relaxed);
+        self.frames_received += stats.frames_received.load(Ordering::Relaxed);
+        self.bytes_received += stats.bytes_received.load(Ordering::Relaxed);
+        self.groups_skipped += stats.groups_skipped.load(Ordering::Relaxed);
+        self.budget_evictions += evictions;
+        for (code, count) in stats.stream_errors() {
+            *self.stream_errors.entry(code).or_default() += count;
+        }
+    }
+}
+
+/// The relay's metrics; cheap to clone.
+#[derive(Clone, Default)]
+pub struct RelayMetrics {
+    accepted: Family<SessionLabels, Counter>,
+    rejected: Family<ReasonLabels, Counter>,
+    closed: Family<CodeLabels, Counter>,
+    ended: Arc<Mutex<Totals>>,
+}
+
+impl RelayMetrics {
+    pub fn accepted(&self, transport: SessionTransport, version: Version) {
+        self.accepted
+            .get_or_create(&SessionLabels {
+                transport: transport.as_str().to_string(),
+                version: version.to_string(),
+            })
+            .inc();
+    }
+
+    pub fn rejected(&self, reason: Rejection) {
+        self.rejected
+            .get_or_create(&ReasonLabels {
+                reason: reason.as_str().to_string(),
+            })
+            .inc();
+    }
+
+    /// A session ended with `code`; keep what it counted.
+    pub fn ended(&self, stats: &SessionStats, code: SessionCode, evictions: u64) {
+        self.closed
+            .get_or_create(&CodeLabels {
+                code: format!("{:#x}", code.to_code()),
+            })
+            .inc();
+        self.ended
+            .lock()
+            .expect("metrics lock")
+            .add(stats, evictions);
+    }
+
+    /// The Prometheus text exposition of everything, now.
+    pub fn render(&self, sessions: &SessionRegistry, origin: &Origin) -> String {
+        let mut registry = Registry::with_prefix("starling");
+        registry.register(
+            "sessions_accepted",
+            "Sessions admitted, by transport and version",
+            self.accepted.clone(),
+        );
+        registry.register(
+            "sessions_rejected",
+            "Connections refused before becoming a session, by reason",
+            self.rejected.clone(),
+        );
+        registry.register(
+            "sessions_closed",
+            "Sessions ended, by session close code",
+            self.closed.clone(),
+        );
+
+        // Live sessions: gauges by transport and version, and their data counters.
+        let live: Family<SessionLabels, Gauge> = Family::default();
+        for transport in SessionTransport::ALL {
+            for version in Version::SUPPORTED {
+                let _ = live.get_or_create(&SessionLabels {
+                    transport: transport.as_str().to_string(),
+                    version: version.to_string(),
+                });
+            }
+        }
+        let mut totals = Totals::default();
+        let (mut subscriptions, mut interests) = (0i64, 0i64);
+        for entry in sessions.list() {
+            live.get_or_create(&SessionLabels {
+                transport: entry.info.transport.as_str().to_string(),
+                version: entry.info.version.to_string(),
+            })
+            .inc();
+            let (served, listening, evictions) = entry.session.load();
+            subscriptions += served as i64;
+            interests += listening as i64;
+            totals.add(entry.session.stats(), evictions);
+        }
+        {
+            let ended = self.ended.lock().expect("metrics lock");
+            totals.groups_sent += ended.groups_sent;
+            totals.frames_sent += ended.frames_sent;
+            totals.bytes_sent += ended.bytes_sent;
+            totals.groups_received += ended.groups_received;
+            totals.frames_received += ended.frames_received;
+            totals.bytes_received += ended.bytes_received;
+            totals.groups_skipped += ended.groups_skipped;
+            totals.budget_evictions += ended.budget_evictions;
+            for (code, count) in &ended.stream_errors {
+                *totals.stream_errors.entry(*code).or_default() += count;
+            }
+        }
+        registry.register("sessions", "Live sessions, by transport and version", live);
+
+        let directed =
+            |name: &str, help: &str, sent: u64, received: u64, registry: &mut Registry| {
+                let family: Family<DirectionLabels, Counter> = Family::default();
+                family
+                    .get_or_create(&DirectionLabels {
+                        direction: "out".into(),
+                    })
+                    .inc_by(sent);
+                family
+                    .get_or_create(&DirectionLabels {
+                        direction: "in".into(),
+                    })
+                    .inc_by(received);
+                registry.register(name, help, family);
+            };
+        directed(
+            "groups",
+            "Groups sent to (out) and received from (in) peers",
+            totals.groups_sent,
+            totals.groups_received,
+            &mut registry,
+        );
+        directed(
+            "frames",
+            "Frames sent to (out) and received from (in) peers",
+            totals.frames_sent,
+            totals.frames_received,
+            &mut registry,
+        );
+        directed(
+            "bytes",
+            "Payload bytes sent to (out) and received from (in) peers",
+            totals.bytes_sent,
+            totals.bytes_received,
+            &mut registry,
+        );
+        let counter = |value: u64| {
+            let counter: Counter = Counter::default();
+            counter.inc_by(value);
+            counter
+        };
+        registry.register(
+            "slow_subscriber_skips",
+            "Group streams reset TOO_FAR_BEHIND because a subscriber fell behind",
+            counter(totals.groups_skipped),
+        );
+        registry.register(
+            "receive_budget_evictions",
+            "Streams evicted because a connection's receive budget was full",
+            counter(totals.budget_evictions),
+        );
+        let errors: Family<CodeLabels, Counter> = Family::default();
+        for (code, count) in &totals.stream_errors {
+            errors
+                .get_or_create(&CodeLabels {
+                    code: format!("{:#x}", StreamCode::from_code(*code).to_code()),
+                })
+                .inc_by(*count);
+        }
+        registry.register(
+            "stream_errors",
+            "Streams reset or stopped because of a peer's input (decode errors and bounds), by stream code",
+            errors,
+        );
+
+        let gauge = |value: i64| {
+            let gauge: Gauge = Gauge::default();
+            gauge.set(value);
+            gauge
+        };
+        let mut cache_bytes = 0i64;
+        let mut tracks = 0i64;
+        for announced in origin.announced(&starling_proto::Path::empty(), None) {
+            for track in announced.broadcast.tracks() {
+                tracks += 1;
+                cache_bytes += track.stats.cached_bytes as i64;
+            }
+        }
+        registry.register(
+            "broadcasts",
+            "Broadcast paths with a route",
+            gauge(origin.len() as i64),
+        );
+        registry.register("tracks", "Tracks held in the cache", gauge(tracks));
+        registry.register(
+            "cache_bytes",
+            "Bytes held in track caches",
+            gauge(cache_bytes),
+        );
+        registry.register(
+            "subscriptions",
+            "Subscriptions peers hold with the relay",
+            gauge(subscriptions),
+        );
+        registry.register(
+            "announce_interests",
+            "Announce interests peers listen on",
+            gauge(interests),
+        );
+
+        let mut out = String::new();
+        if encode(&mut out, &registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}
+
+/// The internal listener's routes: `/metrics` and `/health`.
+pub fn internal_router(metrics: RelayMetrics, sessions: SessionRegistry, origin: Origin) -> Router {
+    Router::new()
+        .route(
+            "/metrics",
+            get(move || {
+                let body = metrics.render(&sessions, &origin);
+                async move {
+                    (
+                        [(
+                            header::CONTENT_TYPE,
+                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                        )],
+                        body,
+                    )
+                }
+            }),
+        )
+        .route("/health", get(|| async { "ok\n" }))
+}
+
+/// Serve the internal router on `addr` in its own task.
+pub async fn serve_internal(addr: SocketAddr, router: Router) -> std::io::Result<SocketAddr> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    tokio::spawn(async move {
+        if let Err(err) = axum::serve(listener, router).await {
+            tracing::warn!(%err, "internal listener ended");
+        }
+    });
+    Ok(local)
+}

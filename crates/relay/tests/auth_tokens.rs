@@ -1,0 +1,390 @@
+//! Token admission over real sockets: grants, refusals with UNAUTHORIZED, expiry mid-session, public patterns, WebSocket 401.
+
+use std::time::{Duration, SystemTime};
+
+use starling_auth::{Algorithm, Claims, Key};
+use starling_model::{BroadcastProducer, Limits, Origin, Route, TrackInfo};
+use starling_proto::{Path, Role, SessionCode};
+use starling_session::{random_hop, SessionConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use url::Url;
+
+mod auth_support;
+mod common;
+
+use auth_support::*;
+use common::{within, STEP};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_valid_token_publishes_and_subscribes_inside_its_grant() {
+    let key = key();
+    let url = auth_relay(Some(vec![key.clone()]), &[], &[]).await;
+    let publish = key.sign(&claims("room", &["**"], &[])).unwrap();
+    let subscribe = key.sign(&claims("room", &[], &["**"])).unwrap();
+
+    // The publisher announces `alice` beneath its root `room`.
+    let origin = Origin::new();
+    let broadcast = BroadcastProducer::new(Limits::default());
+    let track = broadcast.create_track("chat", TrackInfo::default());
+    let _route = origin
+        .publish(
+            Path::new("alice").unwrap(),
+            broadcast.consume(),
+            Route::local(),
+        )
+        .unwrap();
+    let mut config = SessionConfig::new(random_hop());
+    config.publish = Some(origin.clone());
+    let _publisher = connect(
+        &url,
+        &with_token("/room", &publish),
+        Some(Role::Publisher),
+        config,
+    )
+    .await
+    .expect("publisher admitted");
+
+    // The subscriber (root `room` too) hears `alice` and reads a group from it.
+    let heard = Origin::new();
+    let mut config = SessionConfig::new(random_hop());
+    config.consume = Some(heard.clone());
+    let _subscriber = connect(
+        &url,
+        &with_token("/room", &subscribe),
+        Some(Role::Subscriber),
+        config,
+    )
+    .await
+    .expect("subscriber admitted");
+    let interest = heard.interest(Path::empty()).unwrap();
+    let mut changed = Vec::new();
+    let consumer = loop {
+        if let Some(b) = heard.consume(&Path::new("alice").unwrap(), None) {
+            break b;
+        }
+        within(interest.changed(&mut changed)).await;
+    };
+    let mut reader = consumer
+        .subscribe_track("chat", Default::default())
+        .expect("subscribe");
+    // Write until the relay's upstream subscription carries a group through.
+    let writer = tokio::spawn(async move {
+        for sequence in 0.. {
+            let mut group = track.create_group(sequence).unwrap();
+            group
+                .write_frame(starling_model::Frame {
+                    timestamp: sequence,
+                    payload: bytes::Bytes::from_static(b"hello"),
+                })
+                .unwrap();
+            group.finish();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    let mut group = within(reader.next_group()).await.unwrap().unwrap();
+    let frame = within(group.next_frame()).await.unwrap().unwrap();
+    assert_eq!(&frame.payload[..], b"hello");
+    writer.abort();
+
+    // The same tokens at a narrower dialed path are still inside the grant.
+    assert_admitted(
+        &url,
+        &with_token("/room/alice", &publish),
+        Some(Role::Publisher),
+        "narrower",
+    )
+    .await;
+    // A subscribe-only token cannot publish, and the reverse.
+    assert_refused(
+        &url,
+        &with_token("/room", &subscribe),
+        Some(Role::Publisher),
+        "subscribe token publishing",
+    )
+    .await;
+    assert_refused(
+        &url,
+        &with_token("/room", &publish),
+        Some(Role::Subscriber),
+        "publish token subscribing",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_tokens_close_the_session_with_unauthorized() {
+    let key = key();
+    let url = auth_relay(Some(vec![key.clone()]), &[], &[]).await;
+    let good = key.sign(&claims("room", &["**"], &["**"])).unwrap();
+    // Sanity: the good token is admitted.
+    assert_admitted(&url, &with_token("/room", &good), None, "good token").await;
+
+    let mut expired = claims("room", &["**"], &["**"]);
+    expired.expires = Some(SystemTime::now() - Duration::from_secs(10));
+    let expired = sign_raw(&key, serde_json::to_value(&expired).unwrap());
+    let mut early = claims("room", &["**"], &["**"]);
+    early.not_before = Some(SystemTime::now() + Duration::from_secs(3600));
+    let early = key.sign(&early).unwrap();
+    // Another secret under the same kid.
+    let other = Key::generate_with_id(Algorithm::HS256, key.kid().map(str::to_owned)).unwrap();
+    let wrong_key = other.sign(&claims("room", &["**"], &["**"])).unwrap();
+    let stranger = Key::generate(Algorithm::HS256).unwrap();
+    let unknown_kid = stranger.sign(&claims("room", &["**"], &["**"])).unwrap();
+    let mut tampered = good.clone();
+    let last = tampered.pop().unwrap();
+    tampered.push(if last == 'A' { 'B' } else { 'A' });
+    let payload = serde_json::json!({"root": "room", "put": [""], "get": [""], "exp": epoch(3600)});
+    let alg_none = unsigned(&key, payload.clone());
+    let mut extra = payload.clone();
+    extra["admin"] = serde_json::json!(true);
+    let unknown_claim = sign_raw(&key, extra);
+    // The payload of the good token with a different root, the signature left as is.
+    let mut parts: Vec<&str> = good.split('.').collect();
+    let forged_payload = {
+        use base64::Engine;
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(
+            serde_json::json!({"root": "", "put": [""], "get": [""], "exp": epoch(3600)})
+                .to_string(),
+        )
+    };
+    parts[1] = &forged_payload;
+    let forged = parts.join(".");
+    let roomy = key.sign(&claims("roomy", &["**"], &["**"])).unwrap();
+
+    let cases: Vec<(&str, String)> = vec![
+        ("no token", "/room".into()),
+        (
+            "outside the grant (wrong root)",
+            with_token("/other", &good),
+        ),
+        (
+            "root prefix lookalike: room vs roomy",
+            with_token("/roomy", &good),
+        ),
+        ("token root roomy dialing room", with_token("/room", &roomy)),
+        ("dot segments", with_token("/room/../other", &good)),
+        (
+            "percent-encoded slash",
+            with_token("/room%2F..%2Fother", &good),
+        ),
+        (
+            "percent-encoded slash in a segment",
+            with_token("/room%2fx", &good),
+        ),
+        ("expired", with_token("/room", &expired)),
+        ("not yet valid", with_token("/room", &early)),
+        ("wrong key, same kid", with_token("/room", &wrong_key)),
+        ("unknown kid", with_token("/room", &unknown_kid)),
+        ("tampered signature", with_token("/room", &tampered)),
+        ("forged payload", with_token("/room", &forged)),
+        ("alg none", with_token("/room", &alg_none)),
+        ("unknown claim", with_token("/room", &unknown_claim)),
+        ("garbage", with_token("/room", "not.a.token")),
+    ];
+    for (what, target) in cases {
+        assert_refused(&url, &target, None, what).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_expiring_mid_session_closes_it_with_unauthorized() {
+    let key = key();
+    let url = auth_relay(Some(vec![key.clone()]), &[], &[]).await;
+    // `exp` has whole-second precision: two seconds ahead is at least one second of session.
+    let mut short = claims("room", &[], &["**"]);
+    short.expires = Some(std::time::UNIX_EPOCH + Duration::from_secs(epoch(2) as u64));
+    let token = key.sign(&short).unwrap();
+    let session = connect(
+        &url,
+        &with_token("/room", &token),
+        Some(Role::Subscriber),
+        SessionConfig::new(random_hop()),
+    )
+    .await
+    .expect("admitted before exp");
+    let started = std::time::Instant::now();
+    let err = tokio::time::timeout(STEP, session.closed())
+        .await
+        .expect("closed at exp");
+    assert_eq!(
+        peer_code(&err),
+        Some(SessionCode::Unauthorized.to_code()),
+        "{err:?}"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(500),
+        "closed too early"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_open_relay_admits_anonymous_sessions_and_refuses_tokens() {
+    let url = auth_relay(None, &[], &[]).await;
+    assert_admitted(&url, "/", None, "anonymous at /").await;
+    assert_admitted(
+        &url,
+        "/anything/here",
+        Some(Role::Publisher),
+        "anonymous publisher",
+    )
+    .await;
+    assert_admitted(
+        &url,
+        "/anything",
+        Some(Role::Subscriber),
+        "anonymous subscriber",
+    )
+    .await;
+    let token = key().sign(&claims("", &["**"], &["**"])).unwrap();
+    assert_refused(&url, &with_token("/", &token), None, "token without a key").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn public_patterns_admit_anonymous_sessions_only_under_them() {
+    let key = key();
+    let url = auth_relay(
+        Some(vec![key.clone()]),
+        &["anon/**"],
+        &["demo/**", "anon/**"],
+    )
+    .await;
+    assert_admitted(&url, "/anon", Some(Role::Publisher), "publish under anon").await;
+    assert_admitted(&url, "/anon/room", None, "both under anon").await;
+    assert_admitted(
+        &url,
+        "/demo",
+        Some(Role::Subscriber),
+        "subscribe under demo",
+    )
+    .await;
+    assert_refused(&url, "/demo", Some(Role::Publisher), "publish under demo").await;
+    assert_refused(&url, "/other", None, "outside").await;
+    assert_refused(&url, "/anonymous", None, "prefix lookalike").await;
+    // At `/` the public grant covers only part of the tree: refused rather than over-granted.
+    assert_refused(&url, "/", None, "root").await;
+    // A token still works next to the public grant.
+    let token = key.sign(&claims("private", &["**"], &[])).unwrap();
+    assert_admitted(
+        &url,
+        &with_token("/private", &token),
+        Some(Role::Publisher),
+        "token",
+    )
+    .await;
+    // With only public patterns, any token is refused (no key).
+    let url = auth_relay(None, &[], &["demo/**"]).await;
+    assert_refused(
+        &url,
+        &with_token("/demo", &token),
+        None,
+        "token without a key",
+    )
+    .await;
+    assert_admitted(&url, "/demo", Some(Role::Subscriber), "public only").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_literal_public_pattern_is_refused_at_startup() {
+    starling_net::tls::install_default_provider();
+    let result = starling_relay::Relay::bind(starling_relay::RelayConfig {
+        bind: "127.0.0.1:0".parse().unwrap(),
+        auth: starling_relay::AuthConfig {
+            public_subscribe: patterns(&["demo"]),
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .await;
+    assert!(result.is_err());
+}
+
+/// A WebSocket upgrade request for `target`; the response status.
+async fn upgrade_status(url: &Url, target: &str) -> u16 {
+    let addr = format!("127.0.0.1:{}", url.port().unwrap());
+    let mut stream = within(tokio::net::TcpStream::connect(&addr)).await.unwrap();
+    let request = format!(
+        "GET {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+         Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+         Sec-WebSocket-Protocol: qmux-01.moq-lite-06\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !raw.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = within(stream.read(&mut buf)).await.unwrap();
+        assert!(n > 0, "connection closed before a response head");
+        raw.extend_from_slice(&buf[..n]);
+    }
+    let head = String::from_utf8_lossy(&raw);
+    head.split(' ').nth(1).unwrap().parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn websocket_upgrades_are_refused_with_401_before_upgrading() {
+    let key = key();
+    let url = auth_relay(Some(vec![key.clone()]), &[], &["demo/**"]).await;
+    let token = key.sign(&claims("room", &["**"], &["**"])).unwrap();
+    assert_eq!(
+        upgrade_status(&url, &with_token("/room", &token)).await,
+        101
+    );
+    assert_eq!(upgrade_status(&url, "/demo").await, 101);
+    assert_eq!(upgrade_status(&url, "/room").await, 401);
+    assert_eq!(
+        upgrade_status(&url, &with_token("/other", &token)).await,
+        401
+    );
+    let mut expired = claims("room", &["**"], &["**"]);
+    expired.expires = Some(SystemTime::now() - Duration::from_secs(10));
+    let expired = sign_raw(&key, serde_json::to_value(&expired).unwrap());
+    assert_eq!(
+        upgrade_status(&url, &with_token("/room", &expired)).await,
+        401
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webtransport_carries_the_token_in_the_connect_url() {
+    let key = key();
+    let url = auth_relay(Some(vec![key.clone()]), &[], &[]).await;
+    let token = key.sign(&claims("room", &[], &["**"])).unwrap();
+    let port = url.port().unwrap();
+    let version = starling_proto::Version::Lite06;
+    let client = starling_net::Client::new(
+        starling_net::ClientConfig::default()
+            .with_alpns(&[version.alpn()])
+            .with_tls(starling_net::TlsVerify::Disabled),
+    )
+    .unwrap();
+    let dial = |target: String| {
+        let client = client.clone();
+        async move {
+            let url = Url::parse(&format!("https://127.0.0.1:{port}{target}")).unwrap();
+            let transport = within(client.connect(&url)).await.unwrap().transport;
+            let setup = starling_session::ClientSetup {
+                role: Some(Role::Subscriber),
+                ..Default::default()
+            };
+            within(starling_session::Session::connect(
+                transport,
+                version,
+                setup,
+                SessionConfig::new(random_hop()),
+            ))
+            .await
+        }
+    };
+    let session = dial(with_token("/room", &token)).await.expect("admitted");
+    let closed = tokio::time::timeout(Duration::from_millis(300), session.closed()).await;
+    assert!(closed.is_err(), "closed: {closed:?}");
+    let err = match dial("/room".into()).await {
+        Err(err) => err,
+        Ok(session) => within(session.closed()).await,
+    };
+    assert_eq!(
+        peer_code(&err),
+        Some(SessionCode::Unauthorized.to_code()),
+        "{err:?}"
+    );
+    let _ = Claims::default();
+}

@@ -1,0 +1,123 @@
+//! `/metrics` on the internal listener, scraped after a publish/subscribe run: the counters
+//! match what the test sent.
+
+mod common;
+mod http_support;
+
+use std::time::Duration;
+
+use common::{bind_relay, session, within};
+use http_support::{get, write_group, Publisher};
+use starling_model::{Origin, StartAt, TrackInfo};
+use starling_proto::{Path, Role, Version};
+use starling_relay::RelayConfig;
+use starling_session::{random_hop, SessionConfig};
+
+const GROUPS: u64 = 4;
+const FRAMES: &[&str] = &["alpha", "beta", "gamma"];
+
+/// The value of one sample line (`name{labels} value`), if present.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find(|line| line.starts_with(series) && line[series.len()..].starts_with(' '))
+        .and_then(|line| line.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_what_flowed() {
+    let (relay, url) = bind_relay(RelayConfig {
+        internal_listen: Some("127.0.0.1:0".parse().unwrap()),
+        ..RelayConfig::default()
+    })
+    .await;
+    let internal = relay.internal_addr().expect("internal listener");
+    let origin = relay.origin().clone();
+    tokio::spawn(relay.run());
+
+    let mut publisher = Publisher::connect(&url, Version::Lite06).await;
+    let index = publisher.broadcast("room/alice");
+    let track = publisher.track(index, "video", TrackInfo::default());
+
+    let sub_origin = Origin::new();
+    let mut config = SessionConfig::new(random_hop());
+    config.consume = Some(sub_origin.clone());
+    let _subscriber = session(&url, Version::Lite06, Role::Subscriber, config).await;
+    http_support::routed(&origin, &["room/alice"]).await;
+    let interest = sub_origin.interest(Path::empty()).unwrap();
+    let mut changed = Vec::new();
+    let broadcast = loop {
+        if let Some(b) = sub_origin.consume(&Path::new("room/alice").unwrap(), None) {
+            break b;
+        }
+        within(interest.changed(&mut changed)).await;
+    };
+    let mut reader = broadcast
+        .subscribe_track("video", StartAt::default())
+        .unwrap();
+    for sequence in 0..GROUPS {
+        write_group(&track, sequence, sequence * 1000, FRAMES);
+        let mut group = within(reader.next_group()).await.unwrap().unwrap();
+        while within(group.next_frame()).await.unwrap().is_some() {}
+    }
+
+    // Counters are summed from the sessions' own atomics at scrape time; the last write's
+    // count lands just after its bytes, so scrape until it shows (bounded).
+    let frames = (GROUPS as usize * FRAMES.len()) as f64;
+    let bytes = (GROUPS as usize * FRAMES.iter().map(|f| f.len()).sum::<usize>()) as f64;
+    let text = within(async {
+        loop {
+            let text = get(internal, "/metrics").await.text();
+            if sample(&text, "starling_frames_total{direction=\"out\"}") == Some(frames) {
+                return text;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert_eq!(
+        sample(&text, "starling_frames_total{direction=\"in\"}"),
+        Some(frames),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, "starling_groups_total{direction=\"in\"}"),
+        Some(GROUPS as f64)
+    );
+    assert_eq!(
+        sample(&text, "starling_groups_total{direction=\"out\"}"),
+        Some(GROUPS as f64)
+    );
+    assert_eq!(
+        sample(&text, "starling_bytes_total{direction=\"in\"}"),
+        Some(bytes)
+    );
+    assert_eq!(
+        sample(&text, "starling_bytes_total{direction=\"out\"}"),
+        Some(bytes)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "starling_sessions_accepted_total{transport=\"quic\",version=\"moq-lite-06\"}"
+        ),
+        Some(2.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "starling_sessions{transport=\"quic\",version=\"moq-lite-06\"}"
+        ),
+        Some(2.0)
+    );
+    assert_eq!(sample(&text, "starling_broadcasts"), Some(1.0));
+    assert_eq!(sample(&text, "starling_subscriptions"), Some(1.0));
+    assert_eq!(
+        sample(&text, "starling_slow_subscriber_skips_total"),
+        Some(0.0)
+    );
+    assert!(sample(&text, "starling_cache_bytes").unwrap() >= bytes / GROUPS as f64);
+    assert_eq!(get(internal, "/health").await.text(), "ok\n");
+    drop(publisher);
+}
