@@ -48,8 +48,10 @@ pub enum Refusal {
     MissingToken,
     #[error("token refused: {0}")]
     Token(#[from] AuthError),
-    #[error("the token grants no {0}")]
+    #[error("the grant allows no {0} here")]
     Role(&'static str),
+    #[error("the grant covers only part of {0:?}; dial a path the grant covers entirely")]
+    Narrow(String),
 }
 
 /// A public pattern that does not parse or holds no wildcard.
@@ -156,10 +158,21 @@ impl Admission {
         expires: Option<SystemTime>,
     ) -> Result<Grant, Refusal> {
         let root = Path::new(permissions.root()).map_err(|_| Refusal::BadPath)?;
+        // The session enforces a direction for its whole root (it publishes or consumes the
+        // shared origin beneath the root, or not at all), so a direction is granted only
+        // when it covers everything beneath the root (`**`). A narrower grant (`alice/**`,
+        // `*/camera`) is not granted at this root: dial its prefix instead. Failing closed
+        // here keeps a partial grant from widening to the whole root.
+        let everything = Pattern::all();
+        let publish = permissions.publish.contains(&everything);
+        let subscribe = permissions.subscribe.contains(&everything);
+        if !publish && !subscribe {
+            return Err(Refusal::Narrow(permissions.root.clone()));
+        }
         Ok(Grant {
             root,
-            publish: !permissions.publish.is_empty(),
-            subscribe: !permissions.subscribe.is_empty(),
+            publish,
+            subscribe,
             expires,
             permissions: Some(permissions),
         })
@@ -221,6 +234,10 @@ mod tests {
     fn public_pattern_scopes_anonymous_sessions() {
         let admission = Admission::new(&public(&[], &["demo/**"])).unwrap();
         let now = SystemTime::now();
+        assert!(matches!(
+            admission.admit(Some("/"), None, None, now),
+            Err(Refusal::Narrow(_))
+        ));
         let grant = admission
             .admit(Some("/demo"), None, Some(Role::Subscriber), now)
             .unwrap();

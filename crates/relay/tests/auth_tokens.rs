@@ -2,7 +2,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use starling_auth::{Algorithm, Claims, Key};
+use starling_auth::{Algorithm, Key};
 use starling_model::{BroadcastProducer, Limits, Origin, Route, TrackInfo};
 use starling_proto::{Path, Role, SessionCode};
 use starling_session::{random_hop, SessionConfig};
@@ -92,6 +92,29 @@ async fn a_valid_token_publishes_and_subscribes_inside_its_grant() {
         &with_token("/room/alice", &publish),
         Some(Role::Publisher),
         "narrower",
+    )
+    .await;
+    // A grant narrower than the dialed root is refused there and admitted at its prefix.
+    let alice = key.sign(&claims("room", &["alice/**"], &[])).unwrap();
+    assert_refused(
+        &url,
+        &with_token("/room", &alice),
+        Some(Role::Publisher),
+        "narrow grant at its parent",
+    )
+    .await;
+    assert_refused(
+        &url,
+        &with_token("/room/bob", &alice),
+        Some(Role::Publisher),
+        "sibling of the grant",
+    )
+    .await;
+    assert_admitted(
+        &url,
+        &with_token("/room/alice", &alice),
+        Some(Role::Publisher),
+        "narrow grant at its prefix",
     )
     .await;
     // A subscribe-only token cannot publish, and the reverse.
@@ -386,5 +409,70 @@ async fn webtransport_carries_the_token_in_the_connect_url() {
         Some(SessionCode::Unauthorized.to_code()),
         "{err:?}"
     );
-    let _ = Claims::default();
+}
+
+/// A session over QMux (`ws://` or `tcp://`) to `url`, sending the client's SETUP Path.
+async fn qmux_session(
+    url: &str,
+) -> Result<starling_session::Session<starling_net::qmux::QmuxTransport>, String> {
+    let version = starling_proto::Version::Lite06;
+    let url = Url::parse(url).unwrap();
+    let connected = within(starling_net::qmux::connect(
+        &url,
+        &[version.alpn()],
+        &starling_net::TlsVerify::Disabled,
+    ))
+    .await
+    .map_err(|err| err.to_string())?;
+    let setup = starling_session::ClientSetup {
+        path: connected.setup_path.clone(),
+        role: Some(Role::Subscriber),
+        ..Default::default()
+    };
+    within(starling_session::Session::connect(
+        connected.transport,
+        version,
+        setup,
+        SessionConfig::new(random_hop()),
+    ))
+    .await
+    .map_err(|err| format!("{err:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn qmux_over_tcp_and_websocket_carries_the_token() {
+    let key = key();
+    let (relay, url) = common::bind_relay(starling_relay::RelayConfig {
+        listen_tcp: Some("127.0.0.1:0".parse().unwrap()),
+        auth: starling_relay::AuthConfig {
+            keys: Some(starling_auth::KeySet::new(vec![key.clone()])),
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .await;
+    let tcp = relay.tcp_addr().unwrap();
+    tokio::spawn(relay.run());
+    let port = url.port().unwrap();
+    let token = key.sign(&claims("room", &[], &["**"])).unwrap();
+
+    for base in [format!("tcp://{tcp}"), format!("ws://127.0.0.1:{port}")] {
+        let session = qmux_session(&format!("{base}{}", with_token("/room", &token)))
+            .await
+            .unwrap_or_else(|err| panic!("{base}: {err}"));
+        let closed = tokio::time::timeout(Duration::from_millis(300), session.closed()).await;
+        assert!(closed.is_err(), "{base}: closed: {closed:?}");
+    }
+    // TCP: the SETUP Path carries no token, so the session is closed with UNAUTHORIZED.
+    let err = match qmux_session(&format!("tcp://{tcp}/room")).await {
+        Err(err) => err,
+        Ok(session) => format!("{:?}", within(session.closed()).await),
+    };
+    assert!(err.contains("code: 2"), "tcp: {err}");
+    // WebSocket: refused with 401 before the upgrade.
+    let err = qmux_session(&format!("ws://127.0.0.1:{port}/other?jwt={token}"))
+        .await
+        .err()
+        .expect("refused");
+    assert!(err.contains("401"), "ws: {err}");
 }

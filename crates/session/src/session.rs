@@ -520,7 +520,10 @@ async fn handle_bi<T: Transport>(shared: Arc<Shared<T>>, send: T::Send, recv: T:
     };
     if let Err(err) = result {
         tracing::debug!(?kind, ?err, "request stream failed");
-        if matches!(err, Error::Decode(_) | Error::ProtocolViolation(_) | Error::Bound(_)) {
+        if matches!(
+            err,
+            Error::Decode(_) | Error::ProtocolViolation(_) | Error::Bound(_)
+        ) {
             shared.stats.stream_error(err.stream_code());
         }
         let code = err.stream_code().to_code();

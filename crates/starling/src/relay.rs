@@ -8,7 +8,9 @@ use clap::Args;
 use serde::Deserialize;
 use starling_auth::KeySet;
 use starling_proto::Version;
-use starling_relay::{parse_patterns, Admission, AuthConfig, Relay, RelayConfig, TlsSource};
+use starling_relay::{
+    parse_patterns, Admission, AuthConfig, Relay, RelayConfig, RelayError, TlsSource,
+};
 
 #[derive(Args, Debug, Default)]
 pub struct RelayArgs {
@@ -201,22 +203,30 @@ fn auth(flags: FileAuth, file: FileAuth) -> anyhow::Result<AuthConfig> {
     Ok(config)
 }
 
-/// The default metrics address, unless something already holds it (a second relay on the
-/// same machine runs without metrics rather than failing to start).
+/// Where metrics go when no `--internal-listen` was given.
+const DEFAULT_INTERNAL_LISTEN: &str = "127.0.0.1:9090";
+
 fn default_internal_listen() -> Option<SocketAddr> {
-    let addr: SocketAddr = "127.0.0.1:9090".parse().expect("valid default");
-    match std::net::TcpListener::bind(addr) {
-        Ok(_) => Some(addr),
-        Err(err) => {
-            tracing::warn!(%addr, %err, "metrics listener unavailable; pass --internal-listen");
-            None
-        }
-    }
+    Some(DEFAULT_INTERNAL_LISTEN.parse().expect("valid default"))
 }
 
 pub async fn run(args: RelayArgs) -> anyhow::Result<()> {
+    let defaulted = args.internal_listen.is_none();
     let config = build(args)?;
-    let relay = Relay::bind(config).await?;
+    let relay = match Relay::bind(config.clone()).await {
+        Ok(relay) => relay,
+        // The default metrics port is taken (a second relay on this machine, say): run
+        // without metrics rather than not at all. An explicit address stays an error.
+        Err(RelayError::Io(err)) if defaulted && err.kind() == std::io::ErrorKind::AddrInUse => {
+            tracing::warn!(addr = DEFAULT_INTERNAL_LISTEN, %err, "metrics listener unavailable; pass --internal-listen");
+            Relay::bind(RelayConfig {
+                internal_listen: None,
+                ..config
+            })
+            .await?
+        }
+        Err(err) => return Err(err.into()),
+    };
     let addr = relay.local_addr()?;
     if let Some(tcp) = relay.tcp_addr() {
         tracing::info!(%tcp, "plaintext QMux over TCP listening");
@@ -323,5 +333,26 @@ mod tests {
         assert!(config.auth.keys.is_some());
         assert_eq!(config.auth.public_subscribe.len(), 1);
         assert!(config.auth.public_publish.is_empty());
+
+        // A directory of `{kid}.jwk` files.
+        let keys = dir.join("keys");
+        std::fs::create_dir_all(&keys).unwrap();
+        for _ in 0..2 {
+            let key = starling_auth::Key::generate(starling_auth::Algorithm::HS256).unwrap();
+            key.write_file(keys.join(format!("{}.jwk", key.kid().unwrap())))
+                .unwrap();
+        }
+        let config = build(RelayArgs {
+            auth_key_dir: Some(keys.clone()),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(config.auth.keys.unwrap().keys().len(), 2);
+        assert!(build(RelayArgs {
+            auth_key_dir: Some(keys),
+            auth_key: Some(file),
+            ..Default::default()
+        })
+        .is_err());
     }
 }
