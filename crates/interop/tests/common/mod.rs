@@ -452,26 +452,7 @@ impl StarlingPublisher {
         let session = self.session.clone();
         tokio::select! {
             err = session.closed() => bail!("Starling publisher session closed: {err}"),
-            result = async {
-                let mut sync = self.track.create_group(0)?;
-                sync.write_frame(Frame { timestamp: 0, payload: Bytes::from_static(SYNC) })?;
-                sync.finish();
-                gate.all_reached(0).await.context("sync group")?;
-                for g in 1..=plan.groups {
-                    let mut group = self.track.create_group(g)?;
-                    for i in 0..plan.sizes.len() {
-                        group.write_frame(Frame {
-                            timestamp: plan.timestamp_ms(g, i),
-                            payload: plan.payload(g, i),
-                        })?;
-                    }
-                    group.finish();
-                    if pacing == Pacing::Lockstep {
-                        gate.all_reached(g).await?;
-                    }
-                }
-                Ok(())
-            } => result,
+            result = write_plan(&self.track, plan, pacing, gate) => result,
         }
     }
 
@@ -965,4 +946,34 @@ impl Drop for MoqRelay {
         let _ = self.child.start_kill();
         let _ = std::fs::remove_file(&self.log);
     }
+}
+
+/// Write the sync group, then the plan's data groups, paced by the subscribers' progress.
+pub async fn write_plan(
+    track: &TrackProducer,
+    plan: &Plan,
+    pacing: Pacing,
+    gate: &mut Gate,
+) -> anyhow::Result<()> {
+    let mut sync = track.create_group(0)?;
+    sync.write_frame(Frame {
+        timestamp: 0,
+        payload: Bytes::from_static(SYNC),
+    })?;
+    sync.finish();
+    gate.all_reached(0).await.context("sync group")?;
+    for g in 1..=plan.groups {
+        let mut group = track.create_group(g)?;
+        for i in 0..plan.sizes.len() {
+            group.write_frame(Frame {
+                timestamp: plan.timestamp_ms(g, i),
+                payload: plan.payload(g, i),
+            })?;
+        }
+        group.finish();
+        if pacing == Pacing::Lockstep {
+            gate.all_reached(g).await?;
+        }
+    }
+    Ok(())
 }

@@ -8,9 +8,8 @@
 use std::net::SocketAddr;
 
 use anyhow::{anyhow, bail, ensure, Context};
-use bytes::Bytes;
 use starling_model::{
-    BroadcastProducer, Frame, Limits, Origin, Route, RouteHandle, StartAt, TrackInfo, TrackProducer,
+    BroadcastProducer, Limits, Origin, Route, RouteHandle, StartAt, TrackInfo, TrackProducer,
 };
 use starling_net::qmux::{connect, QmuxTransport};
 use starling_net::TlsVerify;
@@ -20,8 +19,8 @@ use starling_session::{random_hop, ClientSetup, Session, SessionConfig};
 use url::Url;
 
 use crate::common::{
-    step, Case, Gate, Pacing, Plan, ProgressTx, Received, RecvFrame, RecvGroup, BROADCAST, MAX_AGE,
-    SYNC, TRACK,
+    step, write_plan, Case, Gate, Pacing, Plan, ProgressTx, Received, RecvFrame, RecvGroup,
+    BROADCAST, MAX_AGE, SYNC, TRACK,
 };
 
 /// A placeholder certificate pin for moq-tokio clients dialing `ws://` (no TLS involved).
@@ -162,26 +161,7 @@ impl StarlingWsPublisher {
         let session = self.session.clone();
         tokio::select! {
             err = session.closed() => bail!("Starling WebSocket publisher session closed: {err}"),
-            result = async {
-                let mut sync = self.track.create_group(0)?;
-                sync.write_frame(Frame { timestamp: 0, payload: Bytes::from_static(SYNC) })?;
-                sync.finish();
-                gate.all_reached(0).await.context("sync group")?;
-                for g in 1..=plan.groups {
-                    let mut group = self.track.create_group(g)?;
-                    for i in 0..plan.sizes.len() {
-                        group.write_frame(Frame {
-                            timestamp: plan.timestamp_ms(g, i),
-                            payload: plan.payload(g, i),
-                        })?;
-                    }
-                    group.finish();
-                    if pacing == Pacing::Lockstep {
-                        gate.all_reached(g).await?;
-                    }
-                }
-                Ok(())
-            } => result,
+            result = write_plan(&self.track, plan, pacing, gate) => result,
         }
     }
 
