@@ -158,14 +158,10 @@ impl Admission {
         expires: Option<SystemTime>,
     ) -> Result<Grant, Refusal> {
         let root = Path::new(permissions.root()).map_err(|_| Refusal::BadPath)?;
-        // The session enforces a direction for its whole root (it publishes or consumes the
-        // shared origin beneath the root, or not at all), so a direction is granted only
-        // when it covers everything beneath the root (`**`). A narrower grant (`alice/**`,
-        // `*/camera`) is not granted at this root: dial its prefix instead. Failing closed
-        // here keeps a partial grant from widening to the whole root.
-        let everything = Pattern::all();
-        let publish = permissions.publish.contains(&everything);
-        let subscribe = permissions.subscribe.contains(&everything);
+        // A direction is granted when any pattern allows it; the session then checks every
+        // wire path against the patterns (`Scoped`), so a narrow grant never widens.
+        let publish = !permissions.publish.is_empty();
+        let subscribe = !permissions.subscribe.is_empty();
         if !publish && !subscribe {
             return Err(Refusal::Narrow(permissions.root.clone()));
         }
@@ -246,5 +242,24 @@ mod tests {
         assert!(admission
             .admit(Some("/demo"), None, Some(Role::Publisher), now)
             .is_err());
+    }
+}
+
+/// A token's permissions as the session's per-path access check (wire paths are relative to
+/// the session root, as the permissions' patterns are).
+#[derive(Debug)]
+pub struct Scoped(pub Permissions);
+
+impl starling_session::Access for Scoped {
+    fn can_publish(&self, path: &Path) -> bool {
+        self.0.can_publish(path.as_str())
+    }
+
+    fn can_subscribe(&self, path: &Path) -> bool {
+        self.0.can_subscribe(path.as_str())
+    }
+
+    fn can_subscribe_under(&self, prefix: &Path) -> bool {
+        self.0.can_subscribe_under(prefix.as_str())
     }
 }

@@ -14,7 +14,7 @@ use starling_proto::{SessionCode, Version};
 use starling_session::{random_hop, Accepting, SessionConfig};
 use starling_transport::Transport;
 
-use crate::admission::Admission;
+use crate::admission::{Admission, Scoped};
 use crate::config::{RelayConfig, TlsSource};
 use crate::http::HttpApi;
 use crate::metrics::{internal_router, serve_internal, Rejection, RelayMetrics};
@@ -353,6 +353,10 @@ impl Inner {
         };
         let mut config = SessionConfig::new(self.hop);
         config.root = grant.root.clone();
+        config.access = grant
+            .permissions
+            .clone()
+            .map(|p| Arc::new(Scoped(p)) as Arc<dyn starling_session::Access>);
         config.limits = self.config.session_limits.clone();
         config.model_limits = self.config.model_limits;
         if grant.subscribe {

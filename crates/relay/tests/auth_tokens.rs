@@ -94,9 +94,10 @@ async fn a_valid_token_publishes_and_subscribes_inside_its_grant() {
         "narrower",
     )
     .await;
-    // A grant narrower than the dialed root is refused there and admitted at its prefix.
+    // A grant narrower than the dialed root is admitted there (the session checks each path
+    // against it) and at its prefix, never at a sibling.
     let alice = key.sign(&claims("room", &["alice/**"], &[])).unwrap();
-    assert_refused(
+    assert_admitted(
         &url,
         &with_token("/room", &alice),
         Some(Role::Publisher),
@@ -283,8 +284,8 @@ async fn public_patterns_admit_anonymous_sessions_only_under_them() {
     assert_refused(&url, "/demo", Some(Role::Publisher), "publish under demo").await;
     assert_refused(&url, "/other", None, "outside").await;
     assert_refused(&url, "/anonymous", None, "prefix lookalike").await;
-    // At `/` the public grant covers only part of the tree: refused rather than over-granted.
-    assert_refused(&url, "/", None, "root").await;
+    // At `/` the public grant covers only part of the tree: admitted, each path checked.
+    assert_admitted(&url, "/", None, "root").await;
     // A token still works next to the public grant.
     let token = key.sign(&claims("private", &["**"], &[])).unwrap();
     assert_admitted(

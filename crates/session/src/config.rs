@@ -50,6 +50,17 @@ impl Default for SessionLimits {
     }
 }
 
+/// What a session's peer may do, per wire path (relative to the session root). Without one, a
+/// session may do whatever its origins allow.
+pub trait Access: Send + Sync + std::fmt::Debug + 'static {
+    /// May the peer announce (publish) the broadcast at `path`?
+    fn can_publish(&self, path: &Path) -> bool;
+    /// May the peer subscribe to the broadcast at `path`?
+    fn can_subscribe(&self, path: &Path) -> bool;
+    /// May the peer subscribe to some broadcast under `prefix` (is an interest worth serving)?
+    fn can_subscribe_under(&self, prefix: &Path) -> bool;
+}
+
 /// One session's place in its endpoint.
 #[derive(Clone, Debug)]
 pub struct SessionConfig {
@@ -69,9 +80,25 @@ pub struct SessionConfig {
     pub link_cost: Option<u64>,
     pub limits: SessionLimits,
     pub model_limits: Limits,
+    /// Per-path permissions (a verified token's grant); `None` allows every path.
+    pub access: Option<std::sync::Arc<dyn Access>>,
 }
 
 impl SessionConfig {
+    pub(crate) fn may_publish(&self, wire: &Path) -> bool {
+        self.access.as_ref().is_none_or(|a| a.can_publish(wire))
+    }
+
+    pub(crate) fn may_subscribe(&self, wire: &Path) -> bool {
+        self.access.as_ref().is_none_or(|a| a.can_subscribe(wire))
+    }
+
+    pub(crate) fn may_subscribe_under(&self, prefix: &Path) -> bool {
+        self.access
+            .as_ref()
+            .is_none_or(|a| a.can_subscribe_under(prefix))
+    }
+
     pub fn new(hop: u64) -> Self {
         SessionConfig {
             hop,
@@ -83,6 +110,7 @@ impl SessionConfig {
             link_cost: None,
             limits: SessionLimits::default(),
             model_limits: Limits::default(),
+            access: None,
         }
     }
 }

@@ -15,6 +15,6 @@ mod subscriber;
 mod writer;
 
 pub use budget::{Account, Rank, RecvBudget};
-pub use config::{random_hop, SessionConfig, SessionLimits};
+pub use config::{random_hop, Access, SessionConfig, SessionLimits};
 pub use error::Error;
 pub use session::{Accepting, ClientSetup, PeerSetup, Session, SessionStats};

@@ -292,3 +292,130 @@ async fn fetch_reads_a_cached_group_from_a_frame_on() {
         assert_eq!(err, starling_proto::StreamCode::NotFound);
     }
 }
+
+/// A grant that allows paths under one prefix, per direction.
+#[derive(Debug)]
+struct Only {
+    publish: &'static str,
+    subscribe: &'static str,
+}
+
+impl starling_session::Access for Only {
+    fn can_publish(&self, path: &starling_proto::Path) -> bool {
+        path.has_prefix(&common::path(self.publish))
+    }
+    fn can_subscribe(&self, path: &starling_proto::Path) -> bool {
+        path.has_prefix(&common::path(self.subscribe))
+    }
+    fn can_subscribe_under(&self, prefix: &starling_proto::Path) -> bool {
+        let allowed = common::path(self.subscribe);
+        prefix.has_prefix(&allowed) || allowed.has_prefix(prefix)
+    }
+}
+
+#[tokio::test]
+async fn per_path_access_scopes_announces_and_subscriptions() {
+    let version = Version::Lite06;
+    let relay = Relay::new();
+    // A publisher allowed to publish only under `alice` announces two broadcasts.
+    let (client, server) = starling_transport::mem::pair();
+    let accept = {
+        let relay = relay.clone();
+        tokio::spawn(async move {
+            let accepting = starling_session::Accepting::new(server, version, TIMEOUT)
+                .await
+                .unwrap();
+            let mut config = starling_session::SessionConfig::new(relay.hop);
+            config.publish = Some(relay.origin.clone());
+            config.consume = Some(relay.origin.clone());
+            config.access = Some(std::sync::Arc::new(Only {
+                publish: "alice",
+                subscribe: "alice",
+            }));
+            accepting.start(config).await.unwrap()
+        })
+    };
+    let origin = starling_model::Origin::new();
+    let alice = starling_model::BroadcastProducer::new(Default::default());
+    let bob = starling_model::BroadcastProducer::new(Default::default());
+    let _a = origin
+        .publish(
+            path("alice/cam"),
+            alice.consume(),
+            starling_model::Route::local(),
+        )
+        .unwrap();
+    let _b = origin
+        .publish(
+            path("bob/cam"),
+            bob.consume(),
+            starling_model::Route::local(),
+        )
+        .unwrap();
+    let mut config = starling_session::SessionConfig::new(starling_session::random_hop());
+    config.publish = Some(origin.clone());
+    let _publisher = starling_session::Session::connect(
+        client,
+        version,
+        starling_session::ClientSetup::default(),
+        config,
+    )
+    .await
+    .unwrap();
+    let _relay_side = accept.await.unwrap();
+    wait_announced(&relay.origin, "alice/cam", true).await;
+    assert!(
+        relay.origin.route(&path("bob/cam"), None).is_none(),
+        "outside the grant, never published"
+    );
+
+    // Another publisher (unrestricted) publishes bob/cam; a subscriber allowed only under
+    // `alice` hears alice/cam and cannot subscribe to bob/cam.
+    let _bob_publisher = publisher(&relay, version, "bob/cam", &["video"]).await;
+    wait_announced(&relay.origin, "bob/cam", true).await;
+    let (client, server) = starling_transport::mem::pair();
+    let accept = {
+        let relay = relay.clone();
+        tokio::spawn(async move {
+            let accepting = starling_session::Accepting::new(server, version, TIMEOUT)
+                .await
+                .unwrap();
+            let mut config = starling_session::SessionConfig::new(relay.hop);
+            config.publish = Some(relay.origin.clone());
+            config.access = Some(std::sync::Arc::new(Only {
+                publish: "alice",
+                subscribe: "alice",
+            }));
+            accepting.start(config).await.unwrap()
+        })
+    };
+    let heard = starling_model::Origin::new();
+    let mut config = starling_session::SessionConfig::new(starling_session::random_hop());
+    config.consume = Some(heard.clone());
+    let subscriber = starling_session::Session::connect(
+        client,
+        version,
+        starling_session::ClientSetup::default(),
+        config,
+    )
+    .await
+    .unwrap();
+    let _relay_side = accept.await.unwrap();
+    wait_announced(&heard, "alice/cam", true).await;
+    let listed: Vec<String> = heard
+        .announced(&starling_proto::Path::empty(), None)
+        .into_iter()
+        .map(|a| a.path.to_string())
+        .collect();
+    assert_eq!(listed, vec!["alice/cam"]);
+    // Subscribing outside the grant is refused like a path with no route.
+    let bob_track = subscriber
+        .consume_broadcast(path("bob/cam"))
+        .subscribe_track("video", Default::default())
+        .unwrap();
+    let err = tokio::time::timeout(TIMEOUT, bob_track.info())
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(err, starling_proto::StreamCode::Unroutable);
+}

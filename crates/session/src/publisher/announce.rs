@@ -39,7 +39,9 @@ pub(crate) async fn announce<T: Transport>(
         Some(hop) => Some(hop),
         None => (request.exclude_hop != 0).then_some(request.exclude_hop),
     };
-    let (Some(origin), Ok(prefix)) = (
+    let allowed = shared.config.may_subscribe_under(&request.prefix);
+    let (true, Some(origin), Ok(prefix)) = (
+        allowed,
         shared.config.publish.clone(),
         shared.absolute(&request.prefix),
     ) else {
@@ -55,6 +57,8 @@ pub(crate) async fn announce<T: Transport>(
     let view = View {
         origin,
         prefix,
+        root: shared.config.root.clone(),
+        access: shared.config.access.clone(),
         show_hidden: shared.config.cluster_peer || has_hidden(&request.prefix),
     };
 
@@ -131,6 +135,8 @@ pub(crate) async fn announce<T: Transport>(
 struct View {
     origin: Origin,
     prefix: Path,
+    root: Path,
+    access: Option<std::sync::Arc<dyn crate::config::Access>>,
     show_hidden: bool,
 }
 
@@ -141,7 +147,11 @@ impl View {
 
     /// Hidden (dot-segment) paths below the requested prefix are not announced (spec §4.2).
     fn visible(&self, path: &Path) -> bool {
-        self.show_hidden || !has_hidden(&self.suffix(path))
+        let permitted = self.access.as_ref().is_none_or(|access| {
+            path.strip_prefix(&self.root)
+                .is_some_and(|wire| access.can_subscribe(&wire))
+        });
+        permitted && (self.show_hidden || !has_hidden(&self.suffix(path)))
     }
 }
 

@@ -145,6 +145,10 @@ pub(crate) fn resolve<T: Transport>(
         .publish
         .as_ref()
         .ok_or(Error::Stream(StreamCode::Unroutable))?;
+    if !shared.config.may_subscribe(broadcast) {
+        // Outside the peer's grant: indistinguishable from a path with no route.
+        return Err(Error::Stream(StreamCode::Unroutable));
+    }
     let path = shared
         .absolute(broadcast)
         .map_err(|_| Error::Stream(StreamCode::Unroutable))?;

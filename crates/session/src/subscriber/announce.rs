@@ -2,7 +2,7 @@
 //! (spec §4.2–4.4). Each announced broadcast becomes a dynamic broadcast whose tracks this
 //! session pulls from the peer on demand.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use starling_model::{BroadcastProducer, Route, RouteHandle};
@@ -77,6 +77,7 @@ async fn run<T: Transport>(shared: &Arc<Shared<T>>, prefix: &Path) -> Result<(),
         link,
         by_id: HashMap::new(),
         by_suffix: HashMap::new(),
+        dropped: HashSet::new(),
         next_id: 0,
     };
     let result = loop {
@@ -114,6 +115,8 @@ struct Announces<T: Transport> {
     by_id: HashMap<u64, Live>,
     /// Live suffixes (and, on 06, their ids).
     by_suffix: HashMap<Path, u64>,
+    /// lite-06: live ids we did not publish (reflections, or outside the peer's grant).
+    dropped: HashSet<u64>,
     next_id: u64,
 }
 
@@ -143,22 +146,28 @@ impl<T: Transport> Announces<T> {
         }
     }
 
-    fn start(&mut self, id: u64, suffix: Path, route: Route) -> Result<(), Error> {
-        if self.by_suffix.len() >= self.shared.config.limits.max_announces {
+    /// Publish a live announcement; false when it is dropped instead (outside the peer's
+    /// grant), which still consumes its id.
+    fn start(&mut self, id: u64, suffix: Path, route: Route) -> Result<bool, Error> {
+        if self.by_suffix.len() + self.dropped.len() >= self.shared.config.limits.max_announces {
             return Err(Error::Bound("announces"));
         }
         let path = self
             .base
             .join(&suffix)
             .map_err(|_| Error::ProtocolViolation("announced path too long"))?;
+        let wire = path
+            .strip_prefix(&self.shared.config.root)
+            .unwrap_or_else(|| path.clone());
+        if !self.shared.config.may_publish(&wire) {
+            tracing::debug!(%wire, "announcement outside the peer's grant dropped");
+            return Ok(false);
+        }
         let broadcast = Arc::new(BroadcastProducer::dynamic(self.shared.config.model_limits));
         let handle = self
             .origin
             .publish(path.clone(), broadcast.consume(), route)?;
         let stop = CancellationToken::new();
-        let wire = path
-            .strip_prefix(&self.shared.config.root)
-            .unwrap_or_else(|| path.clone());
         let task = super::serve_requests(self.shared.clone(), wire, broadcast.clone());
         let task_stop = stop.clone();
         self.shared.spawn(async move {
@@ -177,7 +186,7 @@ impl<T: Transport> Announces<T> {
                 stop,
             },
         );
-        Ok(())
+        Ok(true)
     }
 
     fn on_announcement(&mut self, msg: Announcement) -> Result<(), Error> {
@@ -188,23 +197,32 @@ impl<T: Transport> Announces<T> {
                 if self.by_suffix.contains_key(&suffix) {
                     return Err(Error::ProtocolViolation("duplicate announce"));
                 }
-                match self.chain(&hops) {
+                let published = match self.chain(&hops) {
                     Some(chain) => {
                         let route = self.route(chain, cost);
-                        self.start(id, suffix, route)
+                        self.start(id, suffix, route)?
                     }
-                    None => Ok(()), // dropped, but the id is consumed
+                    None => false,
+                };
+                if !published {
+                    // Dropped, but the id is consumed and stays live until its END.
+                    self.dropped.insert(id);
                 }
+                Ok(())
             }
             Announcement::Update { id, hops, cost } => {
                 if id >= self.next_id {
                     return Err(Error::ProtocolViolation("unknown announce id"));
+                }
+                if self.dropped.contains(&id) {
+                    return Ok(());
                 }
                 let Some(chain) = self.chain(&hops) else {
                     // Now a reflection: withdraw it.
                     if let Some(live) = self.by_id.remove(&id) {
                         self.by_suffix.retain(|_, v| *v != id);
                         self.origin.unpublish_all([live.end()]);
+                        self.dropped.insert(id);
                     }
                     return Ok(());
                 };
@@ -219,14 +237,18 @@ impl<T: Transport> Announces<T> {
                 if id >= self.next_id {
                     return Err(Error::ProtocolViolation("unknown announce id"));
                 }
-                if let Some(live) = self.by_id.remove(&id) {
-                    let suffix = live
-                        .path
-                        .strip_prefix(&self.base)
-                        .unwrap_or_else(Path::empty);
-                    self.by_suffix.remove(&suffix);
-                    self.origin.unpublish_all([live.end()]);
+                if self.dropped.remove(&id) {
+                    return Ok(());
                 }
+                let Some(live) = self.by_id.remove(&id) else {
+                    return Err(Error::ProtocolViolation("retired announce id"));
+                };
+                let suffix = live
+                    .path
+                    .strip_prefix(&self.base)
+                    .unwrap_or_else(Path::empty);
+                self.by_suffix.remove(&suffix);
+                self.origin.unpublish_all([live.end()]);
                 Ok(())
             }
             Announcement::Unknown { .. } => Ok(()),
@@ -249,7 +271,7 @@ impl<T: Transport> Announces<T> {
                 }
                 let id = self.next_id;
                 self.next_id += 1;
-                self.start(id, msg.suffix, route)
+                self.start(id, msg.suffix, route).map(|_| ())
             }
             AnnounceStatus::Ended => {
                 if let Some(id) = self.by_suffix.remove(&msg.suffix) {
