@@ -194,6 +194,25 @@ pub fn parse_patterns<'a>(
     Ok(out)
 }
 
+/// A token's permissions as the session's per-path access check (wire paths are relative to
+/// the session root, as the permissions' patterns are).
+#[derive(Debug)]
+pub struct Scoped(pub Permissions);
+
+impl starling_session::Access for Scoped {
+    fn can_publish(&self, path: &Path) -> bool {
+        self.0.can_publish(path.as_str())
+    }
+
+    fn can_subscribe(&self, path: &Path) -> bool {
+        self.0.can_subscribe(path.as_str())
+    }
+
+    fn can_subscribe_under(&self, prefix: &Path) -> bool {
+        self.0.can_subscribe_under(prefix.as_str())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,10 +249,13 @@ mod tests {
     fn public_pattern_scopes_anonymous_sessions() {
         let admission = Admission::new(&public(&[], &["demo/**"])).unwrap();
         let now = SystemTime::now();
-        assert!(matches!(
-            admission.admit(Some("/"), None, None, now),
-            Err(Refusal::Narrow(_))
-        ));
+        // At `/` the grant covers part of the tree: admitted, with the patterns to check
+        // every path against.
+        let root = admission.admit(Some("/"), None, None, now).unwrap();
+        assert!(root.subscribe && !root.publish);
+        let permissions = root.permissions.expect("scoped");
+        assert!(permissions.can_subscribe("demo/cam"));
+        assert!(!permissions.can_subscribe("other/cam"));
         let grant = admission
             .admit(Some("/demo"), None, Some(Role::Subscriber), now)
             .unwrap();
@@ -242,24 +264,5 @@ mod tests {
         assert!(admission
             .admit(Some("/demo"), None, Some(Role::Publisher), now)
             .is_err());
-    }
-}
-
-/// A token's permissions as the session's per-path access check (wire paths are relative to
-/// the session root, as the permissions' patterns are).
-#[derive(Debug)]
-pub struct Scoped(pub Permissions);
-
-impl starling_session::Access for Scoped {
-    fn can_publish(&self, path: &Path) -> bool {
-        self.0.can_publish(path.as_str())
-    }
-
-    fn can_subscribe(&self, path: &Path) -> bool {
-        self.0.can_subscribe(path.as_str())
-    }
-
-    fn can_subscribe_under(&self, prefix: &Path) -> bool {
-        self.0.can_subscribe_under(prefix.as_str())
     }
 }
