@@ -313,28 +313,18 @@ impl starling_session::Access for Only {
     }
 }
 
+fn only_alice(config: &mut starling_session::SessionConfig) {
+    config.access = Some(std::sync::Arc::new(Only {
+        publish: "alice",
+        subscribe: "alice",
+    }));
+}
+
 #[tokio::test]
 async fn per_path_access_scopes_announces_and_subscriptions() {
     let version = Version::Lite06;
     let relay = Relay::new();
     // A publisher allowed to publish only under `alice` announces two broadcasts.
-    let (client, server) = starling_transport::mem::pair();
-    let accept = {
-        let relay = relay.clone();
-        tokio::spawn(async move {
-            let accepting = starling_session::Accepting::new(server, version, TIMEOUT)
-                .await
-                .unwrap();
-            let mut config = starling_session::SessionConfig::new(relay.hop);
-            config.publish = Some(relay.origin.clone());
-            config.consume = Some(relay.origin.clone());
-            config.access = Some(std::sync::Arc::new(Only {
-                publish: "alice",
-                subscribe: "alice",
-            }));
-            accepting.start(config).await.unwrap()
-        })
-    };
     let origin = starling_model::Origin::new();
     let alice = starling_model::BroadcastProducer::new(Default::default());
     let bob = starling_model::BroadcastProducer::new(Default::default());
@@ -354,15 +344,7 @@ async fn per_path_access_scopes_announces_and_subscriptions() {
         .unwrap();
     let mut config = starling_session::SessionConfig::new(starling_session::random_hop());
     config.publish = Some(origin.clone());
-    let _publisher = starling_session::Session::connect(
-        client,
-        version,
-        starling_session::ClientSetup::default(),
-        config,
-    )
-    .await
-    .unwrap();
-    let _relay_side = accept.await.unwrap();
+    let _publisher = relay.connect_with(version, config, only_alice).await;
     wait_announced(&relay.origin, "alice/cam", true).await;
     assert!(
         relay.origin.route(&path("bob/cam"), None).is_none(),
@@ -373,34 +355,10 @@ async fn per_path_access_scopes_announces_and_subscriptions() {
     // `alice` hears alice/cam and cannot subscribe to bob/cam.
     let _bob_publisher = publisher(&relay, version, "bob/cam", &["video"]).await;
     wait_announced(&relay.origin, "bob/cam", true).await;
-    let (client, server) = starling_transport::mem::pair();
-    let accept = {
-        let relay = relay.clone();
-        tokio::spawn(async move {
-            let accepting = starling_session::Accepting::new(server, version, TIMEOUT)
-                .await
-                .unwrap();
-            let mut config = starling_session::SessionConfig::new(relay.hop);
-            config.publish = Some(relay.origin.clone());
-            config.access = Some(std::sync::Arc::new(Only {
-                publish: "alice",
-                subscribe: "alice",
-            }));
-            accepting.start(config).await.unwrap()
-        })
-    };
     let heard = starling_model::Origin::new();
     let mut config = starling_session::SessionConfig::new(starling_session::random_hop());
     config.consume = Some(heard.clone());
-    let subscriber = starling_session::Session::connect(
-        client,
-        version,
-        starling_session::ClientSetup::default(),
-        config,
-    )
-    .await
-    .unwrap();
-    let _relay_side = accept.await.unwrap();
+    let (subscriber, _, _) = relay.connect_with(version, config, only_alice).await;
     wait_announced(&heard, "alice/cam", true).await;
     let listed: Vec<String> = heard
         .announced(&starling_proto::Path::empty(), None)

@@ -50,6 +50,16 @@ impl Relay {
         version: Version,
         config: SessionConfig,
     ) -> (Session<MemTransport>, Session<MemTransport>, MemTransport) {
+        self.connect_with(version, config, |_| {}).await
+    }
+
+    /// Like `connect_raw`, adjusting the relay side's config first.
+    pub async fn connect_with(
+        &self,
+        version: Version,
+        config: SessionConfig,
+        relay_side: impl FnOnce(&mut SessionConfig) + Send + 'static,
+    ) -> (Session<MemTransport>, Session<MemTransport>, MemTransport) {
         let (client, server) = pair();
         let transport = client.clone();
         let relay = self.clone();
@@ -58,6 +68,7 @@ impl Relay {
             let mut config = SessionConfig::new(relay.hop);
             config.publish = Some(relay.origin.clone());
             config.consume = Some(relay.origin.clone());
+            relay_side(&mut config);
             accepting.start(config).await.unwrap()
         });
         let session = Session::connect(client, version, ClientSetup::default(), config)
