@@ -1,38 +1,18 @@
 //! Broadcasts: static track tables, on-demand track requests shared by every reader, bounds and close.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
+mod common;
+
+use common::Flag;
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use futures::task::{noop_waker, waker, ArcWake};
+use futures::task::noop_waker;
 use futures::FutureExt;
 use starling_model::{
     BroadcastProducer, Frame, GroupConsumer, Limits, StartAt, TrackConsumer, TrackInfo,
     TrackProducer,
 };
 use starling_proto::StreamCode;
-
-#[derive(Default)]
-struct Flag(AtomicBool);
-
-impl ArcWake for Flag {
-    fn wake_by_ref(arc_self: &Arc<Self>) {
-        arc_self.0.store(true, Ordering::SeqCst);
-    }
-}
-
-impl Flag {
-    fn new() -> (Arc<Flag>, Waker) {
-        let flag = Arc::new(Flag::default());
-        let w = waker(flag.clone());
-        (flag, w)
-    }
-
-    fn woken(&self) -> bool {
-        self.0.swap(false, Ordering::SeqCst)
-    }
-}
 
 fn info() -> TrackInfo {
     TrackInfo::default()

@@ -1,11 +1,14 @@
 //! Origin route table and announce interests: unit tests plus a random-operation test against a brute-force reference model.
 
+mod common;
+
+use common::Flag;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 
-use futures::task::{noop_waker, waker, ArcWake};
+use futures::task::noop_waker;
 use proptest::prelude::*;
 use starling_model::{
     BroadcastConsumer, BroadcastProducer, Interest, Limits, ModelError, Origin, OriginLimits, Route,
@@ -25,28 +28,6 @@ fn route(warm: u64, cold: u64, hops: &[u64]) -> Route {
 
 fn broadcast() -> BroadcastProducer {
     BroadcastProducer::new(Limits::default())
-}
-
-/// A waker that records whether it was woken.
-#[derive(Default)]
-struct Flag(AtomicBool);
-
-impl ArcWake for Flag {
-    fn wake_by_ref(arc_self: &Arc<Self>) {
-        arc_self.0.store(true, Ordering::SeqCst);
-    }
-}
-
-impl Flag {
-    fn new() -> (Arc<Flag>, Waker) {
-        let flag = Arc::new(Flag::default());
-        let w = waker(flag.clone());
-        (flag, w)
-    }
-
-    fn woken(&self) -> bool {
-        self.0.swap(false, Ordering::SeqCst)
-    }
 }
 
 /// Paths the interest reported since the last drain, in report order; `None` while pending.

@@ -1,12 +1,13 @@
 //! Track group cache: expiry, budgets, reader cursors, late join and limits, plus a random-operation test against a reference cache.
 
+mod common;
+
+use common::Flag;
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use futures::task::{noop_waker, waker, ArcWake};
+use futures::task::noop_waker;
 use futures::FutureExt;
 use proptest::prelude::*;
 use starling_model::{
@@ -52,27 +53,6 @@ fn group_with(track: &TrackProducer, seq: u64, timestamp: u64, len: usize) -> Gr
     let mut g = track.create_group(seq).unwrap();
     g.write_frame(frame(timestamp, len)).unwrap();
     g
-}
-
-#[derive(Default)]
-struct Flag(AtomicBool);
-
-impl ArcWake for Flag {
-    fn wake_by_ref(arc_self: &Arc<Self>) {
-        arc_self.0.store(true, Ordering::SeqCst);
-    }
-}
-
-impl Flag {
-    fn new() -> (Arc<Flag>, Waker) {
-        let flag = Arc::new(Flag::default());
-        let w = waker(flag.clone());
-        (flag, w)
-    }
-
-    fn woken(&self) -> bool {
-        self.0.swap(false, Ordering::SeqCst)
-    }
 }
 
 fn poll(reader: &mut TrackConsumer) -> Poll<Result<Option<GroupConsumer>, StreamCode>> {

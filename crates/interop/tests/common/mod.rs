@@ -413,13 +413,19 @@ pub struct StarlingPublisher {
     pub client: Client,
     pub session: Session<QuicTransport>,
     pub track: TrackProducer,
-    _broadcast: BroadcastProducer,
-    _route: RouteHandle,
-    _origin: Origin,
+    _published: Published,
 }
 
-impl StarlingPublisher {
-    pub async fn connect(case: Case, url: &Url, fingerprint: &str) -> anyhow::Result<Self> {
+/// [`BROADCAST`] with its [`TRACK`] in a local origin, ready for a publisher session.
+pub struct Published {
+    pub origin: Origin,
+    _broadcast: BroadcastProducer,
+    _route: RouteHandle,
+}
+
+impl Published {
+    /// The broadcast, its track (written by the caller) and a session config publishing it.
+    pub fn new() -> anyhow::Result<(Published, TrackProducer, SessionConfig)> {
         let origin = Origin::new();
         let broadcast = BroadcastProducer::new(Limits::default());
         let info = TrackInfo {
@@ -430,15 +436,28 @@ impl StarlingPublisher {
         let route = origin.publish(Path::new(BROADCAST)?, broadcast.consume(), Route::local())?;
         let mut config = SessionConfig::new(0);
         config.publish = Some(origin.clone());
+        Ok((
+            Published {
+                origin,
+                _broadcast: broadcast,
+                _route: route,
+            },
+            track,
+            config,
+        ))
+    }
+}
+
+impl StarlingPublisher {
+    pub async fn connect(case: Case, url: &Url, fingerprint: &str) -> anyhow::Result<Self> {
+        let (published, track, config) = Published::new()?;
         let (client, session) =
             starling_connect(case, url, fingerprint, Role::Publisher, config).await?;
         Ok(StarlingPublisher {
             client,
             session,
             track,
-            _broadcast: broadcast,
-            _route: route,
-            _origin: origin,
+            _published: published,
         })
     }
 

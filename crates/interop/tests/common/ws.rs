@@ -8,9 +8,7 @@
 use std::net::SocketAddr;
 
 use anyhow::{anyhow, bail, ensure, Context};
-use starling_model::{
-    BroadcastProducer, Limits, Origin, Route, RouteHandle, StartAt, TrackInfo, TrackProducer,
-};
+use starling_model::{Origin, StartAt, TrackProducer};
 use starling_net::qmux::{connect, QmuxTransport};
 use starling_net::TlsVerify;
 use starling_proto::{Path, Role, SessionCode, Version};
@@ -19,8 +17,8 @@ use starling_session::{random_hop, ClientSetup, Session, SessionConfig};
 use url::Url;
 
 use crate::common::{
-    step, write_plan, Case, Gate, Pacing, Plan, ProgressTx, Received, RecvFrame, RecvGroup,
-    BROADCAST, MAX_AGE, SYNC, TRACK,
+    step, write_plan, Case, Gate, Pacing, Plan, ProgressTx, Published, Received, RecvFrame,
+    RecvGroup, BROADCAST, SYNC, TRACK,
 };
 
 /// A placeholder certificate pin for moq-tokio clients dialing `ws://` (no TLS involved).
@@ -124,30 +122,17 @@ pub async fn starling_ws_connect(
 pub struct StarlingWsPublisher {
     pub session: Session<QmuxTransport>,
     pub track: TrackProducer,
-    _broadcast: BroadcastProducer,
-    _route: RouteHandle,
-    _origin: Origin,
+    _published: Published,
 }
 
 impl StarlingWsPublisher {
     pub async fn connect(case: Case, url: &Url) -> anyhow::Result<Self> {
-        let origin = Origin::new();
-        let broadcast = BroadcastProducer::new(Limits::default());
-        let info = TrackInfo {
-            max_age_ms: MAX_AGE.as_millis() as u64,
-            ..TrackInfo::default()
-        };
-        let track = broadcast.create_track(TRACK, info);
-        let route = origin.publish(Path::new(BROADCAST)?, broadcast.consume(), Route::local())?;
-        let mut config = SessionConfig::new(0);
-        config.publish = Some(origin.clone());
+        let (published, track, config) = Published::new()?;
         let session = starling_ws_connect(case, url, Role::Publisher, config).await?;
         Ok(StarlingWsPublisher {
             session,
             track,
-            _broadcast: broadcast,
-            _route: route,
-            _origin: origin,
+            _published: published,
         })
     }
 

@@ -7,13 +7,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use starling_auth::{Algorithm, Claims, Key, KeySet, Material, Pattern, Patterns};
-use starling_net::{Client, ClientConfig, QuicTransport, TlsVerify};
+use starling_net::QuicTransport;
 use starling_proto::{Role, SessionCode, Version};
 use starling_relay::{AuthConfig, Relay, RelayConfig};
 use starling_session::{ClientSetup, Error, Session, SessionConfig};
 use starling_transport::TransportError;
 use url::Url;
 
+pub use crate::common::dial;
 use crate::common::{bind_relay, within, STEP};
 
 /// A fresh HS256 key.
@@ -84,17 +85,6 @@ pub async fn auth_relay(keys: Option<Vec<Key>>, publish: &[&str], subscribe: &[&
     .await;
     tokio::spawn(relay.run());
     url
-}
-
-/// A raw QUIC connection to the relay.
-pub async fn dial(url: &Url, version: Version) -> QuicTransport {
-    let client = Client::new(
-        ClientConfig::default()
-            .with_alpns(&[version.alpn()])
-            .with_tls(TlsVerify::Disabled),
-    )
-    .unwrap();
-    within(client.connect(url)).await.unwrap().transport
 }
 
 /// A session over raw QUIC sending `target` verbatim as the SETUP Path.
