@@ -8,6 +8,7 @@
 
 mod algorithm;
 mod claims;
+pub mod contract;
 mod der;
 mod error;
 mod generate;

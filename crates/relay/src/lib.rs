@@ -1,14 +1,17 @@
 //! The Starling relay: binds the QUIC/WebTransport listener and the HTTP listener on one port
 //! number, admits each session onto the shared origin, and fans every track out from it.
 
-mod admission;
+mod auth;
 mod config;
 mod http;
 mod metrics;
 mod registry;
 mod relay;
 
-pub use admission::{parse_patterns, Admission, AuthConfigError, Grant, Refusal};
+pub use auth::{
+    parse_patterns, Admitted, AuthConfigError, AuthStats, AuthUrlError, Authority, ByteTotals,
+    Decision, Grant, KeySource, Lease, LeaseEnd, Moment, Refusal, SessionFacts, TransportKind,
+};
 pub use config::{AuthConfig, HttpConfig, RelayConfig, TlsSource};
 pub use http::{is_websocket_upgrade, HttpApi, HttpError};
 pub use metrics::{internal_router, serve_internal, Rejection, RelayMetrics};

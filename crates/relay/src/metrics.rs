@@ -25,6 +25,7 @@ use starling_model::Origin;
 use starling_proto::{SessionCode, StreamCode, Version};
 use starling_session::SessionStats;
 
+use crate::auth::{AuthStats, Authority};
 use crate::registry::{SessionRegistry, SessionTransport};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -57,6 +58,8 @@ pub enum Rejection {
     Handshake,
     /// Refused by admission (auth, path).
     Unauthorized,
+    /// The auth server could not be asked.
+    AuthUnavailable,
 }
 
 impl Rejection {
@@ -65,6 +68,7 @@ impl Rejection {
             Rejection::Version => "version",
             Rejection::Handshake => "handshake",
             Rejection::Unauthorized => "unauthorized",
+            Rejection::AuthUnavailable => "auth_unavailable",
         }
     }
 }
@@ -140,7 +144,7 @@ impl RelayMetrics {
     }
 
     /// The Prometheus text exposition of everything, now.
-    pub fn render(&self, sessions: &SessionRegistry, origin: &Origin) -> String {
+    pub fn render(&self, sessions: &SessionRegistry, origin: &Origin, auth: &AuthStats) -> String {
         let mut registry = Registry::with_prefix("starling");
         registry.register(
             "sessions_accepted",
@@ -297,6 +301,8 @@ impl RelayMetrics {
             gauge(interests),
         );
 
+        register_auth(&mut registry, auth);
+
         let mut out = String::new();
         if encode(&mut out, &registry).is_err() {
             out.clear();
@@ -305,13 +311,119 @@ impl RelayMetrics {
     }
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LookupLabels {
+    result: String,
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    event: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: String,
+}
+
+/// The auth decision cache and auth-server requests; nothing when the relay is open.
+fn register_auth(registry: &mut Registry, auth: &AuthStats) {
+    if auth.decider.is_empty() {
+        return;
+    }
+    let lookups: Family<LookupLabels, Counter> = Family::default();
+    for (result, reason, count) in [
+        ("hit", "fresh", auth.hits),
+        ("hit", "coalesced", auth.coalesced),
+        ("miss", "cold", auth.misses_cold),
+        ("miss", "stale", auth.misses_stale),
+    ] {
+        lookups
+            .get_or_create(&LookupLabels {
+                result: result.into(),
+                reason: reason.into(),
+            })
+            .inc_by(count);
+    }
+    registry.register(
+        "auth_cache_lookups",
+        "Access decision lookups: hits (a fresh decision, or one already being made) and misses (none yet, or older than the max age)",
+        lookups,
+    );
+    let counter = |value: u64| {
+        let counter: Counter = Counter::default();
+        counter.inc_by(value);
+        counter
+    };
+    registry.register(
+        "auth_cache_evictions",
+        "Credentials forgotten because the decision cache was full",
+        counter(auth.evictions),
+    );
+    registry.register(
+        "auth_revalidations",
+        "Decisions re-made for credentials live sessions hold",
+        counter(auth.revalidations),
+    );
+    let entries: Gauge = Gauge::default();
+    entries.set(auth.entries as i64);
+    registry.register(
+        "auth_cache_entries",
+        "Credentials with a cached decision",
+        entries,
+    );
+    if auth.decider != "server" {
+        return;
+    }
+    let requests: Family<RequestLabels, Counter> = Family::default();
+    for (event, count) in [
+        ("connect", auth.server_connect),
+        ("revalidate", auth.server_revalidate),
+        ("end", auth.server_end),
+    ] {
+        requests
+            .get_or_create(&RequestLabels {
+                event: event.into(),
+            })
+            .inc_by(count);
+    }
+    registry.register(
+        "auth_server_requests",
+        "Requests made to the auth server, by event",
+        requests,
+    );
+    let failures: Family<OutcomeLabels, Counter> = Family::default();
+    for (outcome, count) in [
+        ("refused", auth.server_refused),
+        ("unavailable", auth.server_unavailable),
+        ("end_dropped", auth.server_end_dropped),
+    ] {
+        failures
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome.into(),
+            })
+            .inc_by(count);
+    }
+    registry.register(
+        "auth_server_failures",
+        "Auth-server answers that refused, outages, and end reports dropped because the queue was full",
+        failures,
+    );
+}
+
 /// The internal listener's routes: `/metrics` and `/health`.
-pub fn internal_router(metrics: RelayMetrics, sessions: SessionRegistry, origin: Origin) -> Router {
+pub fn internal_router(
+    metrics: RelayMetrics,
+    sessions: SessionRegistry,
+    origin: Origin,
+    authority: Authority,
+) -> Router {
     Router::new()
         .route(
             "/metrics",
             get(move || {
-                let body = metrics.render(&sessions, &origin);
+                let body = metrics.render(&sessions, &origin, &authority.stats());
                 async move {
                     (
                         [(

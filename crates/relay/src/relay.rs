@@ -14,7 +14,7 @@ use starling_proto::{SessionCode, Version};
 use starling_session::{random_hop, Accepting, SessionConfig};
 use starling_transport::Transport;
 
-use crate::admission::{Admission, Scoped};
+use crate::auth::{Authority, ByteTotals, Scoped, SessionFacts, TransportKind};
 use crate::config::{RelayConfig, TlsSource};
 use crate::http::HttpApi;
 use crate::metrics::{internal_router, serve_internal, Rejection, RelayMetrics};
@@ -29,7 +29,7 @@ pub enum RelayError {
     #[error("http listener: {0}")]
     Io(#[from] std::io::Error),
     #[error("auth: {0}")]
-    Auth(#[from] crate::admission::AuthConfigError),
+    Auth(#[from] crate::auth::AuthConfigError),
 }
 
 /// A bound relay; `run` serves until the process ends.
@@ -53,7 +53,7 @@ struct Inner {
     origin: Origin,
     hop: u64,
     config: RelayConfig,
-    admission: Admission,
+    authority: Authority,
     /// Live sessions with their metadata, so shutdown can drain them and the status page
     /// can list them.
     sessions: SessionRegistry,
@@ -62,7 +62,7 @@ struct Inner {
 
 impl Relay {
     pub async fn bind(config: RelayConfig) -> Result<Self, RelayError> {
-        let admission = Admission::new(&config.auth)?;
+        let authority = Authority::new(&config.auth)?;
         let origin = Origin::new();
         let sessions = SessionRegistry::new();
         let metrics = RelayMetrics::default();
@@ -70,7 +70,12 @@ impl Relay {
             Some(addr) => Some(
                 serve_internal(
                     addr,
-                    internal_router(metrics.clone(), sessions.clone(), origin.clone()),
+                    internal_router(
+                        metrics.clone(),
+                        sessions.clone(),
+                        origin.clone(),
+                        authority.clone(),
+                    ),
                 )
                 .await?,
             ),
@@ -116,7 +121,7 @@ impl Relay {
                 origin,
                 hop: random_hop(),
                 config,
-                admission,
+                authority,
                 sessions,
                 metrics,
             }),
@@ -179,11 +184,12 @@ impl Relay {
                 self.inner.sessions.clone(),
                 self.fingerprint.clone(),
                 self.inner.config.http_api.clone(),
-            );
+            )
+            .with_authority(self.inner.authority.clone());
             // WebSocket (QMux) hook: upgrades are routed before every HTTP route.
             // Tokens are checked before the upgrade: a refusal is HTTP 401.
             if let Some(upgrade) = self.http_upgrade.take() {
-                let upgrade = crate::http::gate_upgrade(upgrade, self.inner.admission.clone());
+                let upgrade = crate::http::gate_upgrade(upgrade, self.inner.authority.clone());
                 api = api.with_upgrade(upgrade);
             }
             let router = api.router();
@@ -252,6 +258,15 @@ impl Relay {
     }
 }
 
+/// How a binding is named in auth-server requests.
+fn auth_transport(binding: SessionTransport) -> TransportKind {
+    match binding {
+        SessionTransport::Quic | SessionTransport::WebTransport => TransportKind::Quic,
+        SessionTransport::WebSocket => TransportKind::WebSocket,
+        SessionTransport::Tcp => TransportKind::Tcp,
+    }
+}
+
 async fn bind_tcp(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
     let socket = if addr.is_ipv6() {
         tokio::net::TcpSocket::new_v6()?
@@ -271,6 +286,8 @@ struct Incoming<T: Transport> {
     /// The request target from the URL (WebTransport, WebSocket); `None` on raw QUIC and TCP.
     path: Option<String>,
     remote: SocketAddr,
+    /// The relay's address the connection arrived on, when known.
+    local: Option<SocketAddr>,
     kind: SessionTransport,
     server_name: Option<String>,
 }
@@ -282,6 +299,7 @@ impl From<Accepted> for Incoming<QuicTransport> {
             protocol: accepted.protocol,
             path: accepted.path,
             remote: accepted.remote,
+            local: None,
             kind: accepted.binding.into(),
             server_name: accepted.server_name,
         }
@@ -297,6 +315,7 @@ impl From<QmuxAccepted> for Incoming<QmuxTransport> {
             remote: accepted
                 .remote
                 .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0))),
+            local: None,
             kind: accepted.binding.into(),
             server_name: accepted.server_name,
         }
@@ -331,26 +350,40 @@ impl Inner {
         };
         // Raw QUIC names its target in the SETUP Path; WebTransport in the CONNECT URL, unless
         // the client also sent a SETUP Path, which wins as it does in moq-tokio (spec §1.3).
+        // A SETUP Path without a query keeps the URL's credential.
         let target = accepting
             .setup()
             .path
             .clone()
             .filter(|p| !p.is_empty())
-            .or_else(|| accepted.path.clone());
-        let grant = match self.admission.admit(
-            target.as_deref(),
-            accepted.path.as_deref(),
-            accepting.setup().role,
-            SystemTime::now(),
-        ) {
-            Ok(grant) => grant,
+            .or_else(|| accepted.path.clone())
+            .unwrap_or_default();
+        let mut facts = SessionFacts::new(auth_transport(binding), &target);
+        if facts.query.is_none() {
+            facts.query = accepted
+                .path
+                .as_deref()
+                .and_then(|url| SessionFacts::new(facts.transport, url).query);
+        }
+        facts.role = accepting.setup().role;
+        facts.remote = Some(remote);
+        facts.local = accepted.local;
+        facts.server_name = accepted.server_name.clone();
+        facts.alpn = accepted.protocol.clone();
+        let admitted = match self.authority.admit(facts).await {
+            Ok(admitted) => admitted,
             Err(err) => {
                 tracing::info!(%remote, %err, "session refused");
                 accepting.reject(SessionCode::Unauthorized, "unauthorized");
-                self.metrics.rejected(Rejection::Unauthorized);
+                self.metrics.rejected(if err.is_outage() {
+                    Rejection::AuthUnavailable
+                } else {
+                    Rejection::Unauthorized
+                });
                 return;
             }
         };
+        let (grant, mut lease) = (admitted.grant, admitted.lease);
         let mut config = SessionConfig::new(self.hop);
         config.root = grant.root.clone();
         config.access = grant
@@ -387,22 +420,26 @@ impl Inner {
         };
         self.metrics.accepted(binding, version);
         let _registered = self.sessions.register(info, Arc::new(session.clone()));
-        let err = match grant.expires {
-            // The token's `exp` ends the session with UNAUTHORIZED.
-            Some(expires) => {
-                let left = expires
-                    .duration_since(SystemTime::now())
-                    .unwrap_or_default();
-                tokio::select! {
-                    err = session.closed() => err,
-                    _ = tokio::time::sleep(left) => {
-                        session.close(SessionCode::Unauthorized, "token expired");
-                        session.closed().await
-                    }
-                }
+        // The lease ends the session with UNAUTHORIZED when its grant expires, is revoked
+        // or narrows.
+        let err = tokio::select! {
+            err = session.closed() => err,
+            end = lease.ended() => {
+                tracing::info!(%remote, %end, "session's grant ended");
+                session.close(SessionCode::Unauthorized, "unauthorized");
+                session.closed().await
             }
-            None => session.closed().await,
         };
+        let stats = session.stats();
+        lease.close(
+            &err.to_string(),
+            ByteTotals {
+                sent: stats.bytes_sent.load(std::sync::atomic::Ordering::Relaxed),
+                received: stats
+                    .bytes_received
+                    .load(std::sync::atomic::Ordering::Relaxed),
+            },
+        );
         self.metrics
             .ended(session.stats(), err.session_code(), session.budget().1);
         tracing::info!(%remote, %err, "session closed");

@@ -446,7 +446,7 @@ async fn qmux_over_tcp_and_websocket_carries_the_token() {
     let (relay, url) = common::bind_relay(starling_relay::RelayConfig {
         listen_tcp: Some("127.0.0.1:0".parse().unwrap()),
         auth: starling_relay::AuthConfig {
-            keys: Some(starling_auth::KeySet::new(vec![key.clone()])),
+            keys: Some(starling_auth::KeySet::new(vec![key.clone()]).into()),
             ..Default::default()
         },
         ..Default::default()

@@ -148,7 +148,9 @@ async fn the_page_and_the_pinned_endpoints_are_served() {
         .header("content-type")
         .unwrap()
         .starts_with("text/html"));
-    assert!(page.text().contains("new EventSource(\"events\")"));
+    assert!(page
+        .text()
+        .contains("new EventSource(\"events\" + location.search)"));
 
     let health = get(addr, "/health").await;
     assert_eq!((health.status, health.text()), (200, "ok\n".to_string()));

@@ -23,7 +23,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a relay.
-    Relay(relay::RelayArgs),
+    Relay(Box<relay::RelayArgs>),
     /// Publish a broadcast to a relay.
     Publish(publish::PublishArgs),
     /// Subscribe to a track and write its frames to stdout.
@@ -57,7 +57,7 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     runtime.block_on(async move {
         match cli.command {
-            Command::Relay(args) => relay::run(args).await,
+            Command::Relay(args) => relay::run(*args).await,
             Command::Publish(args) => publish::run(args, terminated()).await,
             Command::Subscribe(args) => subscribe::run(args, terminated()).await,
             Command::Token(args) => token::run(args),

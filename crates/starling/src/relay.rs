@@ -6,10 +6,9 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 use serde::Deserialize;
-use starling_auth::KeySet;
 use starling_proto::Version;
 use starling_relay::{
-    parse_patterns, Admission, AuthConfig, Relay, RelayConfig, RelayError, TlsSource,
+    parse_patterns, AuthConfig, KeySource, Relay, RelayConfig, RelayError, TlsSource,
 };
 
 #[derive(Args, Debug, Default)]
@@ -59,6 +58,16 @@ pub struct RelayArgs {
     /// Anonymous subscribe under this pattern (must hold a wildcard).
     #[arg(long)]
     auth_public_subscribe: Vec<String>,
+    /// Ask this auth server about every session (moq-relay's contract, e.g. `moq auth serve`).
+    #[arg(long)]
+    auth_url: Option<url::Url>,
+    /// How long an access decision is reused, and the longest a live session runs before
+    /// its grant is re-checked (e.g. `1s`, `500ms`). Default 1s.
+    #[arg(long)]
+    auth_max_age: Option<String>,
+    /// This relay's name in auth-server requests. Default `starling`.
+    #[arg(long)]
+    auth_node: Option<String>,
 }
 
 /// The TOML file's shape.
@@ -77,12 +86,16 @@ struct FileConfig {
     auth: FileAuth,
 }
 
-/// `[auth]`: `key`, `key_dir`, `public`, `public_publish`, `public_subscribe`.
+/// `[auth]`: `key`, `key_dir`, `public`, `public_publish`, `public_subscribe`, `url`,
+/// `max_age`, `node`.
 #[derive(Deserialize, Debug, Default)]
 #[serde(deny_unknown_fields)]
 struct FileAuth {
     key: Option<PathBuf>,
     key_dir: Option<PathBuf>,
+    url: Option<url::Url>,
+    max_age: Option<String>,
+    node: Option<String>,
     #[serde(default)]
     public: Vec<String>,
     #[serde(default)]
@@ -157,6 +170,9 @@ fn build(args: RelayArgs) -> anyhow::Result<RelayConfig> {
             public: args.auth_public,
             public_publish: args.auth_public_publish,
             public_subscribe: args.auth_public_subscribe,
+            url: args.auth_url,
+            max_age: args.auth_max_age,
+            node: args.auth_node,
         },
         file.auth,
     )?;
@@ -173,34 +189,48 @@ fn auth(flags: FileAuth, file: FileAuth) -> anyhow::Result<AuthConfig> {
     let public_subscribe = pick(flags.public_subscribe, file.public_subscribe);
     let keys = match (key, key_dir) {
         (Some(_), Some(_)) => anyhow::bail!("--auth-key and --auth-key-dir are exclusive"),
-        (Some(path), None) => {
-            Some(KeySet::load(&path).with_context(|| format!("loading key {}", path.display()))?)
-        }
-        (None, Some(dir)) => {
-            anyhow::ensure!(dir.is_dir(), "{} is not a directory", dir.display());
-            let keys = KeySet::load(&dir)
-                .with_context(|| format!("loading keys from {}", dir.display()))?;
-            anyhow::ensure!(
-                !keys.keys().is_empty(),
-                "no .jwk files in {}",
-                dir.display()
-            );
-            Some(keys)
-        }
+        (Some(path), None) => Some(KeySource::File(path)),
+        (None, Some(dir)) => Some(KeySource::Dir(dir)),
         (None, None) => None,
     };
     let patterns = |list: &[&Vec<String>]| {
         parse_patterns(list.iter().flat_map(|v| v.iter().map(String::as_str)))
             .context("parsing a public pattern")
     };
-    let config = AuthConfig {
+    let mut config = AuthConfig {
         keys,
         public_publish: patterns(&[&public, &public_publish])?,
         public_subscribe: patterns(&[&public, &public_subscribe])?,
+        url: flags.url.or(file.url),
+        ..AuthConfig::default()
     };
-    // Refuse literal public patterns here, before binding anything.
-    Admission::new(&config)?;
+    if let Some(age) = flags.max_age.or(file.max_age) {
+        config.max_age = parse_duration(&age).context("--auth-max-age")?;
+    }
+    if let Some(node) = flags.node.or(file.node) {
+        config.node = node;
+    }
+    // Refuse bad patterns, unreadable keys and unusable URLs here, before binding anything.
+    config.validate()?;
     Ok(config)
+}
+
+/// `250ms`, `1s`, `1.5s`, or bare seconds.
+fn parse_duration(text: &str) -> anyhow::Result<std::time::Duration> {
+    let text = text.trim();
+    let (number, scale) = if let Some(ms) = text.strip_suffix("ms") {
+        (ms, 1e-3)
+    } else if let Some(s) = text.strip_suffix('s') {
+        (s, 1.0)
+    } else {
+        (text, 1.0)
+    };
+    let value: f64 = number
+        .trim()
+        .parse()
+        .with_context(|| format!("not a duration: {text:?}"))?;
+    std::time::Duration::try_from_secs_f64(value * scale)
+        .with_context(|| format!("not a duration: {text:?}"))
 }
 
 /// Where metrics go when no `--internal-listen` was given.
@@ -304,6 +334,43 @@ mod tests {
     }
 
     #[test]
+    fn auth_url_max_age_and_node() {
+        let config = build(RelayArgs {
+            auth_url: Some("http://127.0.0.1:4440/".parse().unwrap()),
+            auth_max_age: Some("250ms".into()),
+            auth_node: Some("edge-1".into()),
+            ..Default::default()
+        })
+        .unwrap();
+        assert!(config.auth.is_enabled());
+        assert_eq!(config.auth.max_age, std::time::Duration::from_millis(250));
+        assert_eq!(config.auth.node, "edge-1");
+        assert_eq!(parse_duration("1.5s").unwrap().as_millis(), 1500);
+        assert_eq!(parse_duration("2").unwrap().as_secs(), 2);
+        assert!(parse_duration("soon").is_err());
+        // The server decides everything: local rules beside it are refused, as is a plain
+        // http:// server off loopback and a zero max age.
+        for args in [
+            RelayArgs {
+                auth_url: Some("http://127.0.0.1:4440/".parse().unwrap()),
+                auth_public: vec!["anon/**".into()],
+                ..Default::default()
+            },
+            RelayArgs {
+                auth_url: Some("http://auth.example/".parse().unwrap()),
+                ..Default::default()
+            },
+            RelayArgs {
+                auth_public: vec!["anon/**".into()],
+                auth_max_age: Some("0s".into()),
+                ..Default::default()
+            },
+        ] {
+            assert!(build(args).is_err());
+        }
+    }
+
+    #[test]
     fn auth_key_file_and_toml_table_load() {
         let dir = std::env::temp_dir().join(format!("starling-auth-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -315,7 +382,7 @@ mod tests {
             ..Default::default()
         })
         .unwrap();
-        assert_eq!(config.auth.keys.unwrap().keys().len(), 1);
+        assert!(matches!(config.auth.keys, Some(KeySource::File(_))));
         let toml = dir.join("auth.toml");
         std::fs::write(
             &toml,
@@ -347,7 +414,7 @@ mod tests {
             ..Default::default()
         })
         .unwrap();
-        assert_eq!(config.auth.keys.unwrap().keys().len(), 2);
+        assert!(matches!(config.auth.keys, Some(KeySource::Dir(_))));
         assert!(build(RelayArgs {
             auth_key_dir: Some(keys),
             auth_key: Some(file),

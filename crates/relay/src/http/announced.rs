@@ -3,35 +3,43 @@
 //!
 //! Mirrors moq-relay 0.17.10 `web.rs` `serve_announced`: a `String` body (so
 //! `text/plain; charset=utf-8`) of the active paths joined by `\n` with no trailing newline,
-//! 401 for a prefix outside the request root. `?jwt=` is ignored until authentication lands.
+//! 401 for a prefix outside the request root. With authentication on, the request's `?jwt=`
+//! is admitted at the prefix and only broadcasts the grant may subscribe to are listed.
 
 use std::sync::Arc;
 
 use axum::extract::{Path as UrlPath, State};
+use axum::http::Uri;
 
+use crate::http::access::{admit, Access};
 use crate::http::error::HttpError;
 use crate::http::scope::is_hidden;
 use crate::http::HttpState;
 
 pub(crate) async fn announced_root(
     State(state): State<Arc<HttpState>>,
+    uri: Uri,
 ) -> Result<String, HttpError> {
-    list(&state, "")
+    let access = admit(&state, "", uri.query()).await?;
+    list(&state, &access, "")
 }
 
 pub(crate) async fn announced_prefix(
     State(state): State<Arc<HttpState>>,
     UrlPath(prefix): UrlPath<String>,
+    uri: Uri,
 ) -> Result<String, HttpError> {
-    list(&state, &prefix)
+    let access = admit(&state, &prefix, uri.query()).await?;
+    list(&state, &access, &prefix)
 }
 
-fn list(state: &HttpState, requested: &str) -> Result<String, HttpError> {
-    let listing = state.scope.listing(requested)?;
+fn list(state: &HttpState, access: &Access, requested: &str) -> Result<String, HttpError> {
+    let listing = access.scope.listing(requested)?;
     let paths: Vec<String> = state
         .origin
         .announced(&listing.search, None)
         .into_iter()
+        .filter(|announced| access.can_read(&announced.path))
         .filter_map(|announced| announced.path.strip_prefix(&listing.base))
         .filter(|relative| !is_hidden(relative))
         .map(|relative| relative.as_str().to_string())

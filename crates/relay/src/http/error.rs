@@ -20,6 +20,9 @@ pub enum HttpError {
     /// Nothing resolved before the fetch deadline (no route, no group yet): 504.
     #[error("timed out")]
     Timeout,
+    /// The auth server could not be asked: 502, so the client may retry.
+    #[error("auth server unavailable")]
+    Unavailable,
     /// The track failed with another stream code, or the model refused: 500.
     #[error("failed: {0}")]
     Internal(String),
@@ -32,6 +35,7 @@ impl HttpError {
             HttpError::Unauthorized => StatusCode::UNAUTHORIZED,
             HttpError::NotFound => StatusCode::NOT_FOUND,
             HttpError::Timeout => StatusCode::GATEWAY_TIMEOUT,
+            HttpError::Unavailable => StatusCode::BAD_GATEWAY,
             HttpError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }

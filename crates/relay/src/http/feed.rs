@@ -12,12 +12,13 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use axum::extract::State;
-use axum::http::header;
+use axum::http::{header, Uri};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::Stream;
 use tokio::sync::watch;
 
+use crate::http::access::admit_operator;
 use crate::http::snapshot::{Sampler, Snapshot};
 use crate::http::HttpState;
 
@@ -91,7 +92,10 @@ impl StatusFeed {
     }
 }
 
-pub(crate) async fn status_json(State(state): State<Arc<HttpState>>) -> Response {
+pub(crate) async fn status_json(State(state): State<Arc<HttpState>>, uri: Uri) -> Response {
+    if let Err(err) = admit_operator(&state, uri.query()).await {
+        return err.into_response();
+    }
     (
         [(header::CACHE_CONTROL, "no-store")],
         axum::Json(state.feed.snapshot()),
@@ -99,7 +103,10 @@ pub(crate) async fn status_json(State(state): State<Arc<HttpState>>) -> Response
         .into_response()
 }
 
-pub(crate) async fn events(State(state): State<Arc<HttpState>>) -> Response {
+pub(crate) async fn events(State(state): State<Arc<HttpState>>, uri: Uri) -> Response {
+    if let Err(err) = admit_operator(&state, uri.query()).await {
+        return err.into_response();
+    }
     (
         [(header::CACHE_CONTROL, "no-store")],
         Sse::new(state.feed.events()).keep_alive(KeepAlive::default()),

@@ -57,7 +57,7 @@ impl<'de> serde::Deserialize<'de> for FetchGroup {
     }
 }
 
-/// The query string; unknown keys (`jwt` among them, for now) are ignored.
+/// The query string; `jwt` is read by admission from the raw query, other keys ignored.
 #[derive(Debug, Default, serde::Deserialize)]
 pub(crate) struct FetchParams {
     #[serde(default)]
@@ -74,13 +74,15 @@ pub(crate) async fn fetch(
     State(state): State<Arc<HttpState>>,
     UrlPath(path): UrlPath<String>,
     Query(params): Query<FetchParams>,
+    uri: axum::http::Uri,
 ) -> Result<Response, HttpError> {
     let Some((broadcast, track)) = path.rsplit_once('/') else {
         return Err(HttpError::BadRequest(
             "a broadcast and a track are required",
         ));
     };
-    let broadcast = state.scope.broadcast(broadcast)?;
+    let access = crate::http::access::admit(&state, broadcast, uri.query()).await?;
+    let broadcast = access.broadcast(broadcast)?;
     tracing::debug!(%broadcast, track, group = ?params.group, "http fetch");
     let deadline = Instant::now() + state.config.fetch_timeout;
     let serving = tokio::time::timeout_at(

@@ -2,9 +2,10 @@
 //! moq-relay-compatible API (`/announced`, `/fetch`), and the live status page (`/`,
 //! `/events`, `/status.json`), behind a hook that hands WebSocket upgrades to another service.
 //!
-//! Every API handler carries the request's [`scope::Scope`] (its root), so authentication
-//! only has to decide the root per request.
+//! Every API handler admits its request first ([`access`]): with authentication on, through
+//! the relay's [`Authority`] with the request's `?jwt=`; otherwise scoped to the HTTP root.
 
+mod access;
 mod announced;
 mod cors;
 mod error;
@@ -22,6 +23,7 @@ use axum::routing::get;
 use axum::Router;
 use starling_model::Origin;
 
+use crate::auth::Authority;
 use crate::config::HttpConfig;
 use crate::registry::SessionRegistry;
 
@@ -33,6 +35,8 @@ pub use upgrade::is_websocket_upgrade;
 pub(crate) struct HttpState {
     origin: Origin,
     scope: scope::Scope,
+    /// Decides each request when authentication is on.
+    authority: Option<Authority>,
     config: HttpConfig,
     feed: Arc<feed::StatusFeed>,
 }
@@ -46,6 +50,7 @@ pub struct HttpApi {
     /// WebSocket (QMux) hook: when set, a request carrying `Upgrade: websocket` on any path
     /// is handed to this service before every route below.
     upgrade: Option<Router>,
+    authority: Option<Authority>,
 }
 
 impl HttpApi {
@@ -62,7 +67,14 @@ impl HttpApi {
             fingerprint: fingerprint.into(),
             config,
             upgrade: None,
+            authority: None,
         }
+    }
+
+    /// Admit every request through `authority` (when it has authentication on).
+    pub fn with_authority(mut self, authority: Authority) -> Self {
+        self.authority = authority.is_enabled().then_some(authority);
+        self
     }
 
     /// WebSocket (QMux) hook: route every request carrying `Upgrade: websocket` (any path,
@@ -87,6 +99,7 @@ impl HttpApi {
         let state = Arc::new(HttpState {
             origin: self.origin,
             scope: scope::Scope::new(self.config.root.clone()),
+            authority: self.authority,
             config: self.config,
             feed,
         });

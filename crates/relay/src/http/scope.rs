@@ -1,8 +1,8 @@
 //! Request scoping: every API request is confined to a root, and its paths are resolved
 //! against it the way moq-relay scopes an HTTP request (moq-auth `Claims::authorize`).
 //!
-//! The root is the request's grant (anonymous for now: the configured HTTP root, empty by
-//! default). A requested path that extends the root is served; for a listing, a path that is
+//! The root is the request's grant (with authentication off, the configured HTTP root,
+//! empty by default; see [`super::access`]). A requested path that extends the root is served; for a listing, a path that is
 //! a parent of the root is served too, narrowed to what lies under the root; anything else
 //! is outside the root: 401.
 
@@ -28,6 +28,11 @@ pub struct Listing {
 impl Scope {
     pub fn new(root: Path) -> Self {
         Scope { root }
+    }
+
+    /// The root requests are confined to.
+    pub fn root(&self) -> &Path {
+        &self.root
     }
 
     /// The broadcast a `/fetch` names, which must lie under the root.

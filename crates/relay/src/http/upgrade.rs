@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Router;
 use tower::ServiceExt;
 
-use crate::admission::Admission;
+use crate::auth::{Authority, SessionFacts, TransportKind};
 
 /// Whether the request asks to switch to the WebSocket protocol (the `Upgrade` header lists
 /// the `websocket` token, case-insensitively).
@@ -43,20 +43,31 @@ pub(crate) async fn dispatch(
 }
 
 /// Check the request URI's token (`?jwt=`) before `upgrade` sees the request: a refused or
-/// missing credential is answered 401 and never upgraded. The SETUP Role is checked again
-/// once the session's SETUP arrives.
-pub(crate) fn gate_upgrade(upgrade: Router, admission: Admission) -> Router {
-    upgrade.layer(axum::middleware::from_fn_with_state(admission, gate))
+/// missing credential is answered 401 (502 when the auth server cannot be asked) and never
+/// upgraded. The SETUP Role is checked again once the session's SETUP arrives.
+pub(crate) fn gate_upgrade(upgrade: Router, authority: Authority) -> Router {
+    upgrade.layer(axum::middleware::from_fn_with_state(authority, gate))
 }
 
-async fn gate(State(admission): State<Admission>, request: Request, next: Next) -> Response {
-    let target = request
-        .uri()
-        .path_and_query()
-        .map(|target| target.as_str().to_owned());
-    if let Err(err) = admission.admit(target.as_deref(), None, None, std::time::SystemTime::now()) {
-        tracing::info!(%err, "websocket upgrade refused");
-        return (axum::http::StatusCode::UNAUTHORIZED, "unauthorized").into_response();
+async fn gate(State(authority): State<Authority>, request: Request, next: Next) -> Response {
+    if authority.is_enabled() {
+        let target = request
+            .uri()
+            .path_and_query()
+            .map(|target| target.as_str().to_owned())
+            .unwrap_or_default();
+        if let Err(err) = authority
+            .check(SessionFacts::new(TransportKind::WebSocket, &target))
+            .await
+        {
+            tracing::info!(%err, "websocket upgrade refused");
+            let status = if err.is_outage() {
+                axum::http::StatusCode::BAD_GATEWAY
+            } else {
+                axum::http::StatusCode::UNAUTHORIZED
+            };
+            return (status, "unauthorized").into_response();
+        }
     }
     next.run(request).await
 }

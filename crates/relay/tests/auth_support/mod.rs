@@ -74,9 +74,10 @@ pub fn unsigned(key: &Key, payload: serde_json::Value) -> String {
 /// A running relay verifying with `keys` and these public patterns; its raw QUIC URL.
 pub async fn auth_relay(keys: Option<Vec<Key>>, publish: &[&str], subscribe: &[&str]) -> Url {
     let auth = AuthConfig {
-        keys: keys.map(KeySet::new),
+        keys: keys.map(|keys| KeySet::new(keys).into()),
         public_publish: patterns(publish),
         public_subscribe: patterns(subscribe),
+        ..AuthConfig::default()
     };
     let (relay, url): (Relay, Url) = bind_relay(RelayConfig {
         auth,

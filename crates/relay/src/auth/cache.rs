@@ -1,0 +1,471 @@
+//! Access decisions shared by every session presenting the same credential.
+//!
+//! A decision is computed once and reused for at most the configured maximum age (or the
+//! server's `revalidate` cadence, or the grant's expiry, whichever comes first). Concurrent
+//! cold lookups for one credential wait on the single decision in flight. While sessions
+//! hold a credential's decision, a refresher re-decides it each time it goes stale, so a
+//! revoked grant reaches live sessions within the maximum age (plus the decider's own
+//! latency). The table is bounded: past its capacity the oldest credential is forgotten
+//! (sessions holding it keep their entry; new lookups start cold).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use starling_auth::contract::SessionRequest;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::auth::decision::{CredentialKey, Decide, Moment, Refusal, SessionFacts, Verdict};
+
+/// Lookup and refresh counts, read by the metrics scrape.
+#[derive(Debug, Default)]
+pub struct CacheCounters {
+    /// Answered from a fresh decision.
+    pub hits: AtomicU64,
+    /// No decision for the credential yet (or it was forgotten).
+    pub misses_cold: AtomicU64,
+    /// A decision existed but was older than the maximum age.
+    pub misses_stale: AtomicU64,
+    /// Waited on a decision another lookup had already started.
+    pub coalesced: AtomicU64,
+    /// Credentials forgotten because the table was full.
+    pub evictions: AtomicU64,
+    /// Decisions re-made for credentials that live sessions hold.
+    pub revalidations: AtomicU64,
+}
+
+/// One credential's decision as sessions see it.
+#[derive(Clone)]
+pub(crate) struct Snapshot {
+    /// The standing answer (a grant or a definitive refusal); what live sessions go by.
+    pub verdict: Option<Verdict>,
+    /// Until when `verdict` may be reused without asking again.
+    fresh_until: Option<Instant>,
+    /// A decision is being made.
+    inflight: bool,
+    /// The last attempt failed for want of the decider (an outage); the standing verdict
+    /// is kept for live sessions, but new sessions are refused with this.
+    failure: Option<Arc<Refusal>>,
+}
+
+/// One credential in the table.
+pub(crate) struct Entry {
+    state: watch::Sender<Snapshot>,
+    /// Live sessions admitted on this entry.
+    holders: AtomicUsize,
+    /// A refresher task is running.
+    refreshing: AtomicBool,
+    /// The facts and contract request of the session that first presented the credential;
+    /// re-checks are made in its name.
+    facts: SessionFacts,
+    request: SessionRequest,
+}
+
+impl Entry {
+    pub fn subscribe(&self) -> watch::Receiver<Snapshot> {
+        self.state.subscribe()
+    }
+}
+
+struct Table {
+    entries: HashMap<CredentialKey, Arc<Entry>>,
+    /// Insertion order, for forgetting the oldest credential first.
+    order: VecDeque<CredentialKey>,
+}
+
+/// The table of decisions, with the decider that fills it.
+pub(crate) struct DecisionCache {
+    decider: Arc<dyn Decide>,
+    max_age: Duration,
+    capacity: usize,
+    table: Mutex<Table>,
+    counters: Arc<CacheCounters>,
+}
+
+impl DecisionCache {
+    pub fn new(decider: Arc<dyn Decide>, max_age: Duration, capacity: usize) -> Arc<Self> {
+        Arc::new(DecisionCache {
+            decider,
+            max_age,
+            capacity: capacity.max(1),
+            table: Mutex::new(Table {
+                entries: HashMap::new(),
+                order: VecDeque::new(),
+            }),
+            counters: Arc::default(),
+        })
+    }
+
+    pub fn counters(&self) -> &Arc<CacheCounters> {
+        &self.counters
+    }
+
+    pub fn decider_name(&self) -> &'static str {
+        self.decider.name()
+    }
+
+    /// Credentials in the table.
+    pub fn len(&self) -> usize {
+        self.table.lock().expect("auth cache lock").entries.len()
+    }
+
+    /// The decision for `facts`: fresh from the table, or made now (once, however many
+    /// sessions ask at the same time). `request` names the session asking, in case the
+    /// decision has to be made in its name.
+    pub async fn lookup(
+        self: &Arc<Self>,
+        facts: &SessionFacts,
+        request: &SessionRequest,
+    ) -> (Arc<Entry>, Verdict) {
+        let entry = self.entry(facts, request);
+        let mut watcher = entry.state.subscribe();
+        let now = Instant::now();
+        let (mut hit, mut started, mut cold) = (None, false, false);
+        entry.state.send_if_modified(|state| {
+            if let (Some(verdict), Some(until)) = (&state.verdict, state.fresh_until) {
+                if now < until && state.failure.is_none() {
+                    hit = Some(verdict.clone());
+                    return false;
+                }
+            }
+            if !state.inflight {
+                state.inflight = true;
+                started = true;
+                cold = state.verdict.is_none();
+            }
+            false
+        });
+        if let Some(verdict) = hit {
+            self.counters.hits.fetch_add(1, Ordering::Relaxed);
+            return (entry, verdict);
+        }
+        if started {
+            let counter = if cold {
+                &self.counters.misses_cold
+            } else {
+                &self.counters.misses_stale
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+            // Its own task, so the decision completes for every waiter even if the session
+            // that started it goes away.
+            let (cache, entry) = (self.clone(), entry.clone());
+            tokio::spawn(async move { cache.decide(&entry, Moment::Connect).await });
+        } else {
+            self.counters.coalesced.fetch_add(1, Ordering::Relaxed);
+        }
+        let verdict = match watcher.wait_for(|state| !state.inflight).await {
+            Ok(state) => match (&state.failure, &state.verdict) {
+                (Some(failure), _) => Err(failure.clone()),
+                (None, Some(verdict)) => verdict.clone(),
+                (None, None) => Err(Arc::new(Refusal::Unavailable("no decision".into()))),
+            },
+            Err(_) => Err(Arc::new(Refusal::Unavailable("decider gone".into()))),
+        };
+        (entry, verdict)
+    }
+
+    /// The table entry for `facts`, created (and the oldest forgotten) when absent.
+    fn entry(&self, facts: &SessionFacts, request: &SessionRequest) -> Arc<Entry> {
+        let key = facts.key();
+        let mut table = self.table.lock().expect("auth cache lock");
+        if let Some(entry) = table.entries.get(&key) {
+            return entry.clone();
+        }
+        while table.entries.len() >= self.capacity {
+            let Some(oldest) = table.order.pop_front() else {
+                break;
+            };
+            if table.entries.remove(&oldest).is_some() {
+                self.counters.evictions.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let (state, _) = watch::channel(Snapshot {
+            verdict: None,
+            fresh_until: None,
+            inflight: false,
+            failure: None,
+        });
+        let entry = Arc::new(Entry {
+            state,
+            holders: AtomicUsize::new(0),
+            refreshing: AtomicBool::new(false),
+            facts: facts.clone(),
+            request: request.clone(),
+        });
+        table.entries.insert(key.clone(), entry.clone());
+        table.order.push_back(key);
+        entry
+    }
+
+    /// Make a decision for `entry` (whose `inflight` the caller set) and publish it.
+    async fn decide(&self, entry: &Entry, moment: Moment) {
+        // Cleared even if the decider panics, so waiters are never left hanging.
+        struct Publish<'a> {
+            entry: &'a Entry,
+            outcome: Option<Result<crate::auth::Decision, Refusal>>,
+            max_age: Duration,
+        }
+        impl Drop for Publish<'_> {
+            fn drop(&mut self) {
+                let outcome = self
+                    .outcome
+                    .take()
+                    .unwrap_or_else(|| Err(Refusal::Unavailable("the decider failed".into())));
+                let max_age = self.max_age;
+                self.entry.state.send_modify(|state| {
+                    state.inflight = false;
+                    let now = Instant::now();
+                    match outcome {
+                        Err(refusal) if refusal.is_outage() => {
+                            state.failure = Some(Arc::new(refusal));
+                        }
+                        Err(refusal) => {
+                            state.failure = None;
+                            state.verdict = Some(Err(Arc::new(refusal)));
+                            state.fresh_until = Some(now + max_age);
+                        }
+                        Ok(decision) => {
+                            let mut age = max_age;
+                            if let Some(cadence) = decision.revalidate {
+                                age = age.min(cadence);
+                            }
+                            if let Some(expires) = decision.expires {
+                                age = age.min(
+                                    expires
+                                        .duration_since(SystemTime::now())
+                                        .unwrap_or_default(),
+                                );
+                            }
+                            state.failure = None;
+                            state.verdict = Some(Ok(Arc::new(decision)));
+                            state.fresh_until = Some(now + age);
+                        }
+                    }
+                });
+            }
+        }
+        let mut publish = Publish {
+            entry,
+            outcome: None,
+            max_age: self.max_age,
+        };
+        publish.outcome = Some(
+            self.decider
+                .decide(&entry.facts, &entry.request, moment)
+                .await,
+        );
+    }
+
+    /// Count a live session on `entry`, starting its refresher if none runs.
+    pub fn hold(self: &Arc<Self>, entry: &Arc<Entry>) {
+        entry.holders.fetch_add(1, Ordering::AcqRel);
+        if !entry.refreshing.swap(true, Ordering::AcqRel) {
+            let (cache, entry) = (self.clone(), entry.clone());
+            tokio::spawn(async move { cache.refresh(entry).await });
+        }
+    }
+
+    /// A live session on `entry` ended.
+    pub fn release(&self, entry: &Entry) {
+        entry.holders.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Re-decide `entry` whenever it goes stale, while sessions hold it.
+    async fn refresh(self: Arc<Self>, entry: Arc<Entry>) {
+        let mut failures = 0u32;
+        let mut retry_at: Option<Instant> = None;
+        loop {
+            let wake = {
+                let state = entry.state.borrow();
+                if matches!(state.verdict, Some(Err(_))) {
+                    // Refused: the holders end themselves; nothing left to re-check.
+                    break;
+                }
+                retry_at.or(state.fresh_until)
+            };
+            if let Some(at) = wake {
+                tokio::time::sleep_until(at).await;
+            }
+            if entry.holders.load(Ordering::Acquire) == 0 {
+                entry.refreshing.store(false, Ordering::Release);
+                // A session may have arrived between the check and the store.
+                if entry.holders.load(Ordering::Acquire) == 0
+                    || entry.refreshing.swap(true, Ordering::AcqRel)
+                {
+                    return;
+                }
+            }
+            let mut claimed = false;
+            entry.state.send_if_modified(|state| {
+                if !state.inflight {
+                    state.inflight = true;
+                    claimed = true;
+                }
+                false
+            });
+            if claimed {
+                self.counters.revalidations.fetch_add(1, Ordering::Relaxed);
+                self.decide(&entry, Moment::Revalidate).await;
+            } else {
+                let mut watcher = entry.state.subscribe();
+                let _ = watcher.wait_for(|state| !state.inflight).await;
+            }
+            let outage = entry.state.borrow().failure.is_some();
+            if outage {
+                // Evidence of nothing: the standing grant holds until it expires; ask
+                // again after a backoff bounded by the maximum age.
+                failures += 1;
+                let backoff = Duration::from_millis(250)
+                    .saturating_mul(1 << failures.min(8))
+                    .min(self.max_age);
+                retry_at = Some(Instant::now() + backoff);
+            } else {
+                failures = 0;
+                retry_at = None;
+            }
+        }
+        entry.refreshing.store(false, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::decision::Deciding;
+    use crate::auth::Decision;
+    use starling_auth::contract::TransportKind;
+    use starling_auth::Permissions;
+
+    /// A decider that answers from a script and counts what it was asked.
+    struct Scripted {
+        asked: AtomicU64,
+        allow: AtomicBool,
+        gate: Arc<tokio::sync::Semaphore>,
+    }
+
+    impl Decide for Scripted {
+        fn decide(&self, _: &SessionFacts, _: &SessionRequest, _: Moment) -> Deciding {
+            self.asked.fetch_add(1, Ordering::SeqCst);
+            let allow = self.allow.load(Ordering::SeqCst);
+            let gate = self.gate.clone();
+            Box::pin(async move {
+                gate.acquire().await.expect("open").forget();
+                if allow {
+                    Ok(Decision {
+                        permissions: Permissions {
+                            root: "room".into(),
+                            publish: Default::default(),
+                            subscribe: ["**".parse().unwrap()].into_iter().collect(),
+                        },
+                        expires: None,
+                        revalidate: None,
+                    })
+                } else {
+                    Err(Refusal::Server)
+                }
+            })
+        }
+
+        fn name(&self) -> &'static str {
+            "scripted"
+        }
+    }
+
+    fn facts(target: &str) -> SessionFacts {
+        SessionFacts::new(TransportKind::Quic, target)
+    }
+
+    fn request(facts: &SessionFacts) -> SessionRequest {
+        facts.request("test")
+    }
+
+    fn scripted(permits: usize) -> Arc<Scripted> {
+        Arc::new(Scripted {
+            asked: AtomicU64::new(0),
+            allow: AtomicBool::new(true),
+            gate: Arc::new(tokio::sync::Semaphore::new(permits)),
+        })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn concurrent_cold_lookups_share_one_decision() {
+        let decider = scripted(0);
+        let cache = DecisionCache::new(decider.clone(), Duration::from_secs(1), 16);
+        let f = facts("/room?jwt=t");
+        let lookups: Vec<_> = (0..100)
+            .map(|_| {
+                let (cache, f) = (cache.clone(), f.clone());
+                tokio::spawn(async move { cache.lookup(&f, &request(&f)).await.1.is_ok() })
+            })
+            .collect();
+        // Every lookup is parked on the one decision before it is answered.
+        while cache.counters.coalesced.load(Ordering::SeqCst) < 99 {
+            tokio::task::yield_now().await;
+        }
+        decider.gate.add_permits(1000);
+        for lookup in lookups {
+            assert!(lookup.await.unwrap());
+        }
+        assert_eq!(decider.asked.load(Ordering::SeqCst), 1);
+        assert_eq!(cache.counters.misses_cold.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_decision_is_reused_only_within_the_maximum_age() {
+        let decider = scripted(1000);
+        let cache = DecisionCache::new(decider.clone(), Duration::from_secs(1), 16);
+        let f = facts("/room?jwt=t");
+        assert!(cache.lookup(&f, &request(&f)).await.1.is_ok());
+        decider.allow.store(false, Ordering::SeqCst);
+        tokio::time::advance(Duration::from_millis(900)).await;
+        assert!(
+            cache.lookup(&f, &request(&f)).await.1.is_ok(),
+            "inside the age"
+        );
+        tokio::time::advance(Duration::from_millis(200)).await;
+        assert!(cache.lookup(&f, &request(&f)).await.1.is_err(), "past it");
+        assert_eq!(decider.asked.load(Ordering::SeqCst), 2);
+        assert_eq!(cache.counters.hits.load(Ordering::SeqCst), 1);
+        assert_eq!(cache.counters.misses_stale.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn held_decisions_are_rechecked_and_revocation_reaches_holders() {
+        let decider = scripted(1000);
+        let cache = DecisionCache::new(decider.clone(), Duration::from_secs(1), 16);
+        let f = facts("/room?jwt=t");
+        let (entry, verdict) = cache.lookup(&f, &request(&f)).await;
+        assert!(verdict.is_ok());
+        cache.hold(&entry);
+        let mut watcher = entry.subscribe();
+        tokio::time::advance(Duration::from_millis(1100)).await;
+        tokio::task::yield_now().await;
+        assert_eq!(cache.counters.revalidations.load(Ordering::SeqCst), 1);
+        decider.allow.store(false, Ordering::SeqCst);
+        let started = Instant::now();
+        let refused = watcher
+            .wait_for(|state| matches!(state.verdict, Some(Err(_))))
+            .await
+            .is_ok();
+        assert!(refused);
+        assert!(started.elapsed() <= Duration::from_secs(1));
+        cache.release(&entry);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_table_forgets_its_oldest_credential_when_full() {
+        let decider = scripted(1000);
+        let cache = DecisionCache::new(decider.clone(), Duration::from_secs(60), 2);
+        for token in ["a", "b", "c"] {
+            let f = facts(&format!("/room?jwt={token}"));
+            assert!(cache.lookup(&f, &request(&f)).await.1.is_ok());
+        }
+        assert_eq!(cache.len(), 2);
+        assert_eq!(cache.counters.evictions.load(Ordering::SeqCst), 1);
+        let a = facts("/room?jwt=a");
+        assert!(cache.lookup(&a, &request(&a)).await.1.is_ok());
+        assert_eq!(cache.counters.misses_cold.load(Ordering::SeqCst), 4);
+    }
+}
