@@ -3,8 +3,9 @@
 use std::time::{Duration, SystemTime};
 
 use starling_auth::{Algorithm, Key};
-use starling_model::{BroadcastProducer, Limits, Origin, Route, TrackInfo};
+use starling_model::{BroadcastProducer, Limits, Origin, Route};
 use starling_proto::{Path, Role, SessionCode};
+use starling_relay::{AuthConfig, KeySource, RelayConfig};
 use starling_session::{random_hop, SessionConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use url::Url;
@@ -22,69 +23,12 @@ async fn a_valid_token_publishes_and_subscribes_inside_its_grant() {
     let publish = key.sign(&claims("room", &["**"], &[])).unwrap();
     let subscribe = key.sign(&claims("room", &[], &["**"])).unwrap();
 
-    // The publisher announces `alice` beneath its root `room`.
-    let origin = Origin::new();
-    let broadcast = BroadcastProducer::new(Limits::default());
-    let track = broadcast.create_track("chat", TrackInfo::default());
-    let _route = origin
-        .publish(
-            Path::new("alice").unwrap(),
-            broadcast.consume(),
-            Route::local(),
-        )
-        .unwrap();
-    let mut config = SessionConfig::new(random_hop());
-    config.publish = Some(origin.clone());
-    let _publisher = connect(
+    carry_one_group(
         &url,
         &with_token("/room", &publish),
-        Some(Role::Publisher),
-        config,
-    )
-    .await
-    .expect("publisher admitted");
-
-    // The subscriber (root `room` too) hears `alice` and reads a group from it.
-    let heard = Origin::new();
-    let mut config = SessionConfig::new(random_hop());
-    config.consume = Some(heard.clone());
-    let _subscriber = connect(
-        &url,
         &with_token("/room", &subscribe),
-        Some(Role::Subscriber),
-        config,
     )
-    .await
-    .expect("subscriber admitted");
-    let interest = heard.interest(Path::empty()).unwrap();
-    let mut changed = Vec::new();
-    let consumer = loop {
-        if let Some(b) = heard.consume(&Path::new("alice").unwrap(), None) {
-            break b;
-        }
-        within(interest.changed(&mut changed)).await;
-    };
-    let mut reader = consumer
-        .subscribe_track("chat", Default::default())
-        .expect("subscribe");
-    // Write until the relay's upstream subscription carries a group through.
-    let writer = tokio::spawn(async move {
-        for sequence in 0.. {
-            let mut group = track.create_group(sequence).unwrap();
-            group
-                .write_frame(starling_model::Frame {
-                    timestamp: sequence,
-                    payload: bytes::Bytes::from_static(b"hello"),
-                })
-                .unwrap();
-            group.finish();
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    });
-    let mut group = within(reader.next_group()).await.unwrap().unwrap();
-    let frame = within(group.next_frame()).await.unwrap().unwrap();
-    assert_eq!(&frame.payload[..], b"hello");
-    writer.abort();
+    .await;
 
     // The same tokens at a narrower dialed path are still inside the grant.
     assert_admitted(
@@ -476,4 +420,148 @@ async fn qmux_over_tcp_and_websocket_carries_the_token() {
         .err()
         .expect("refused");
     assert!(err.contains("401"), "ws: {err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_removed_from_its_directory_stops_sessions_within_the_max_age() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = key();
+    let key_file = dir.path().join(format!("{}.jwk", key.kid().unwrap()));
+    key.write_file(&key_file).unwrap();
+    let max_age = Duration::from_secs(3);
+    let (relay, url) = common::bind_relay(RelayConfig {
+        auth: AuthConfig {
+            keys: Some(KeySource::Dir(dir.path().to_path_buf())),
+            max_age,
+            ..AuthConfig::default()
+        },
+        ..Default::default()
+    })
+    .await;
+    tokio::spawn(relay.run());
+    let target = with_token("/room", &key.sign(&claims("room", &[], &["**"])).unwrap());
+    let subscriber = || {
+        connect(
+            &url,
+            &target,
+            Some(Role::Subscriber),
+            SessionConfig::new(random_hop()),
+        )
+    };
+    let live = subscriber().await.expect("admitted");
+
+    std::fs::remove_file(&key_file).unwrap();
+    let revoked = std::time::Instant::now();
+    // Inside the window the credential's cached decision still admits it…
+    let inside = subscriber().await.expect("admitted inside the max age");
+    assert!(revoked.elapsed() < max_age, "the window passed before the check");
+    // …and once it is re-checked against the directory, every session holding it closes.
+    let unauthorized = Some(SessionCode::Unauthorized.to_code());
+    assert_eq!(closed_code(&live).await, unauthorized);
+    assert_eq!(closed_code(&inside).await, unauthorized);
+    assert!(
+        revoked.elapsed() <= max_age + Duration::from_secs(1),
+        "closed {:?} after the revocation",
+        revoked.elapsed()
+    );
+    assert_refused(&url, &target, Some(Role::Subscriber), "after the window").await;
+
+    // A key added to the directory verifies without a restart.
+    let added = auth_support::key();
+    added
+        .write_file(dir.path().join(format!("{}.jwk", added.kid().unwrap())))
+        .unwrap();
+    let token = added.sign(&claims("room", &[], &["**"])).unwrap();
+    assert_admitted(
+        &url,
+        &with_token("/room", &token),
+        Some(Role::Subscriber),
+        "a key added later",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_requests_are_admitted_by_their_jwt() {
+    let key = key();
+    let (relay, url) = common::bind_relay(RelayConfig {
+        auth: AuthConfig {
+            keys: Some(starling_auth::KeySet::new(vec![key.clone()]).into()),
+            ..AuthConfig::default()
+        },
+        ..Default::default()
+    })
+    .await;
+    let relay_origin = relay.origin().clone();
+    tokio::spawn(relay.run());
+    let port = url.port().unwrap();
+
+    // A publisher announces `room/alice` and `room/bob`.
+    let origin = Origin::new();
+    let mut held = Vec::new();
+    for name in ["alice", "bob"] {
+        let broadcast = BroadcastProducer::new(Limits::default());
+        let route = origin
+            .publish(Path::new(name).unwrap(), broadcast.consume(), Route::local())
+            .unwrap();
+        held.push((broadcast, route));
+    }
+    let mut config = SessionConfig::new(random_hop());
+    config.publish = Some(origin.clone());
+    let publish = key.sign(&claims("room", &["**"], &[])).unwrap();
+    let _publisher = connect(
+        &url,
+        &with_token("/room", &publish),
+        Some(Role::Publisher),
+        config,
+    )
+    .await
+    .unwrap();
+    let interest = relay_origin.interest(Path::new("room").unwrap()).unwrap();
+    let mut changed = Vec::new();
+    while relay_origin.announced(&Path::new("room").unwrap(), None).len() < 2 {
+        within(interest.changed(&mut changed)).await;
+    }
+
+    let everything = key.sign(&claims("room", &[], &["**"])).unwrap();
+    let alice = key.sign(&claims("room", &[], &["alice"])).unwrap();
+    let operator = key.sign(&claims("", &[], &["**"])).unwrap();
+    let listing = |token: &str| format!("/announced/room?jwt={token}");
+    assert_eq!(http_status(port, "/announced/room").await, 401, "no token");
+    assert_eq!(
+        http_get(port, &listing(&everything)).await,
+        (200, "alice\nbob".to_string())
+    );
+    // Only what the grant may subscribe to is listed.
+    assert_eq!(
+        http_get(port, &listing(&alice)).await,
+        (200, "alice".to_string())
+    );
+    assert_eq!(http_status(port, &listing(&publish)).await, 401, "publish only");
+    assert_eq!(
+        http_status(port, &format!("/announced/other?jwt={everything}")).await,
+        401,
+        "outside the root"
+    );
+    assert_eq!(
+        http_status(port, &format!("/fetch/room/bob/chat?jwt={alice}")).await,
+        401,
+        "a broadcast outside the grant"
+    );
+    // The status endpoints need an operator's grant.
+    for path in ["/", "/status.json", "/events"] {
+        assert_eq!(http_status(port, path).await, 401, "{path} without a token");
+        assert_eq!(
+            http_status(port, &format!("{path}?jwt={everything}")).await,
+            401,
+            "{path} with a room token"
+        );
+    }
+    for path in ["/", "/status.json"] {
+        assert_eq!(
+            http_status(port, &format!("{path}?jwt={operator}")).await,
+            200,
+            "{path} with an operator token"
+        );
+    }
 }

@@ -1,6 +1,7 @@
 //! `/metrics` on the internal listener, scraped after a publish/subscribe run: the counters
 //! match what the test sent.
 
+mod auth_support;
 mod common;
 mod http_support;
 
@@ -10,7 +11,7 @@ use common::{bind_relay, session, within};
 use http_support::{get, write_group, Publisher};
 use starling_model::{Origin, StartAt, TrackInfo};
 use starling_proto::{Path, Role, Version};
-use starling_relay::RelayConfig;
+use starling_relay::{AuthConfig, RelayConfig};
 use starling_session::{random_hop, SessionConfig};
 
 const GROUPS: u64 = 4;
@@ -120,4 +121,58 @@ async fn metrics_count_what_flowed() {
     assert!(sample(&text, "starling_cache_bytes").unwrap() >= bytes / GROUPS as f64);
     assert_eq!(get(internal, "/health").await.text(), "ok\n");
     drop(publisher);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_decisions_are_counted_by_cache_outcome() {
+    let (relay, url) = bind_relay(RelayConfig {
+        internal_listen: Some("127.0.0.1:0".parse().unwrap()),
+        auth: AuthConfig {
+            public_subscribe: auth_support::patterns(&["room/**"]),
+            max_age: Duration::from_secs(60),
+            ..AuthConfig::default()
+        },
+        ..RelayConfig::default()
+    })
+    .await;
+    let internal = relay.internal_addr().expect("internal listener");
+    tokio::spawn(relay.run());
+
+    // Three sessions present one credential: one cold miss, then two hits.
+    let mut live = Vec::new();
+    for _ in 0..3 {
+        live.push(
+            auth_support::connect(
+                &url,
+                "/room",
+                Some(Role::Subscriber),
+                SessionConfig::new(random_hop()),
+            )
+            .await
+            .expect("admitted"),
+        );
+    }
+    // Another is refused (a cold miss of its own), twice (then a hit on the refusal).
+    for _ in 0..2 {
+        auth_support::assert_refused(&url, "/other", Some(Role::Subscriber), "outside").await;
+    }
+    let text = get(internal, "/metrics").await.text();
+    let lookups = |result: &str, reason: &str| {
+        sample(
+            &text,
+            &format!("starling_auth_cache_lookups_total{{result=\"{result}\",reason=\"{reason}\"}}"),
+        )
+    };
+    assert_eq!(lookups("miss", "cold"), Some(2.0), "{text}");
+    assert_eq!(lookups("hit", "fresh"), Some(3.0), "{text}");
+    assert_eq!(lookups("miss", "stale"), Some(0.0), "{text}");
+    assert_eq!(sample(&text, "starling_auth_cache_entries"), Some(2.0));
+    assert_eq!(sample(&text, "starling_auth_cache_evictions_total"), Some(0.0));
+    assert_eq!(
+        sample(
+            &text,
+            "starling_sessions_rejected_total{reason=\"unauthorized\"}"
+        ),
+        Some(2.0)
+    );
 }

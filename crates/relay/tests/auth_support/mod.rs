@@ -7,8 +7,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use starling_auth::{Algorithm, Claims, Key, KeySet, Material, Pattern, Patterns};
+use starling_model::{BroadcastProducer, Frame, Limits, Origin, Route, TrackInfo};
 use starling_net::QuicTransport;
-use starling_proto::{Role, SessionCode, Version};
+use starling_proto::{Path, Role, SessionCode, Version};
 use starling_relay::{AuthConfig, Relay, RelayConfig};
 use starling_session::{ClientSetup, Error, Session, SessionConfig};
 use starling_transport::TransportError;
@@ -152,4 +153,114 @@ pub async fn assert_admitted(url: &Url, target: &str, role: Option<Role>, what: 
     .unwrap_or_else(|err| panic!("{what}: {err:?}"));
     let closed = tokio::time::timeout(Duration::from_millis(300), session.closed()).await;
     assert!(closed.is_err(), "{what}: closed with {closed:?}");
+}
+
+/// A publisher at `publish_target` announces `alice` with a `chat` track; a subscriber at
+/// `subscribe_target` hears it and reads a group through the relay. Returns both sessions.
+pub async fn carry_one_group(
+    url: &Url,
+    publish_target: &str,
+    subscribe_target: &str,
+) -> (Session<QuicTransport>, Session<QuicTransport>) {
+    let origin = Origin::new();
+    let broadcast = BroadcastProducer::new(Limits::default());
+    let track = broadcast.create_track("chat", TrackInfo::default());
+    let _route = origin
+        .publish(
+            Path::new("alice").unwrap(),
+            broadcast.consume(),
+            Route::local(),
+        )
+        .unwrap();
+    let mut config = SessionConfig::new(starling_session::random_hop());
+    config.publish = Some(origin.clone());
+    let publisher = connect(url, publish_target, Some(Role::Publisher), config)
+        .await
+        .expect("publisher admitted");
+
+    let heard = Origin::new();
+    let mut config = SessionConfig::new(starling_session::random_hop());
+    config.consume = Some(heard.clone());
+    let subscriber = connect(url, subscribe_target, Some(Role::Subscriber), config)
+        .await
+        .expect("subscriber admitted");
+    let interest = heard.interest(Path::empty()).unwrap();
+    let mut changed = Vec::new();
+    let consumer = loop {
+        if let Some(b) = heard.consume(&Path::new("alice").unwrap(), None) {
+            break b;
+        }
+        within(interest.changed(&mut changed)).await;
+    };
+    let mut reader = consumer
+        .subscribe_track("chat", Default::default())
+        .expect("subscribe");
+    // Write until the relay's upstream subscription carries a group through.
+    let writer = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_millis(50));
+        for sequence in 0.. {
+            tick.tick().await;
+            let mut group = track.create_group(sequence).unwrap();
+            group
+                .write_frame(Frame {
+                    timestamp: sequence,
+                    payload: bytes::Bytes::from_static(b"hello"),
+                })
+                .unwrap();
+            group.finish();
+        }
+    });
+    let mut group = within(reader.next_group()).await.unwrap().unwrap();
+    let frame = within(group.next_frame()).await.unwrap().unwrap();
+    assert_eq!(&frame.payload[..], b"hello");
+    writer.abort();
+    (publisher, subscriber)
+}
+
+/// The HTTP status of `GET path` on the relay's TCP port.
+pub async fn http_status(port: u16, path: &str) -> u16 {
+    http_get(port, path).await.0
+}
+
+/// The HTTP status and body of `GET path` on the relay's TCP port.
+pub async fn http_get(port: u16, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = within(tokio::net::TcpStream::connect(("127.0.0.1", port)))
+        .await
+        .unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = Vec::new();
+    within(stream.read_to_end(&mut response)).await.unwrap();
+    let text = String::from_utf8_lossy(&response);
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {text:?}"));
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
+    (status, body)
+}
+
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let size = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if size == 0 || rest.len() < size {
+            break;
+        }
+        out.push_str(&rest[..size]);
+        body = rest[size..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// The code a session closed with, waiting for it to close.
+pub async fn closed_code<T: starling_transport::Transport>(session: &Session<T>) -> Option<u32> {
+    peer_code(&within(session.closed()).await)
 }
