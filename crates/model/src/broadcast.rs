@@ -13,7 +13,7 @@ use std::task::{Context, Poll};
 use parking_lot::Mutex;
 use starling_proto::StreamCode;
 
-use crate::stats::TrackSummary;
+use crate::stats::{CacheCounters, TrackSummary};
 use crate::track::{StartAt, TrackConsumer, TrackInfo, TrackProducer};
 use crate::waiters::Waiters;
 use crate::Limits;
@@ -30,6 +30,8 @@ struct BroadcastState {
 #[derive(Debug)]
 struct BroadcastShared {
     limits: Limits,
+    /// Where this broadcast's tracks count the groups their caches drop.
+    counters: Option<Arc<CacheCounters>>,
     state: Mutex<BroadcastState>,
 }
 
@@ -54,6 +56,7 @@ impl BroadcastProducer {
         BroadcastProducer {
             shared: Arc::new(BroadcastShared {
                 limits,
+                counters: None,
                 state: Mutex::new(BroadcastState {
                     tracks: HashMap::new(),
                     requests: VecDeque::new(),
@@ -65,9 +68,24 @@ impl BroadcastProducer {
         }
     }
 
+    /// Count the groups this broadcast's tracks drop from their caches in `counters`. Call it
+    /// on a fresh producer, before any track exists.
+    pub fn with_cache_counters(mut self, counters: Arc<CacheCounters>) -> Self {
+        match Arc::get_mut(&mut self.shared) {
+            Some(shared) => shared.counters = Some(counters),
+            None => debug_assert!(false, "cache counters set on a shared broadcast"),
+        }
+        self
+    }
+
     /// Publish a track under `name`, replacing any earlier track of that name.
     pub fn create_track(&self, name: &str, info: TrackInfo) -> TrackProducer {
-        let producer = TrackProducer::new(name, Some(info), self.shared.limits);
+        let producer = TrackProducer::counted(
+            name,
+            Some(info),
+            self.shared.limits,
+            self.shared.counters.clone(),
+        );
         // The broadcast keeps a reader-less handle; it does not count as a consumer.
         let handle = producer.consume(StartAt::default());
         let mut state = self.shared.state.lock();
@@ -151,7 +169,8 @@ impl BroadcastConsumer {
                 return Err(StreamCode::Internal);
             }
         }
-        let producer = TrackProducer::new(name, None, self.strong.limits);
+        let producer =
+            TrackProducer::counted(name, None, self.strong.limits, self.strong.counters.clone());
         let consumer = producer.consume(start);
         state
             .tracks

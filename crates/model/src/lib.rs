@@ -14,7 +14,7 @@ pub use broadcast::{BroadcastConsumer, BroadcastProducer};
 pub use error::ModelError;
 pub use group::{Frame, GroupConsumer, GroupProducer};
 pub use origin::{Announced, Interest, Origin, OriginLimits, Route, RouteHandle};
-pub use stats::{TrackStats, TrackSummary};
+pub use stats::{CacheCounters, TrackStats, TrackSummary};
 pub use track::{Demand, StartAt, TrackConsumer, TrackInfo, TrackProducer};
 
 /// Per-track bounds: every buffer a peer can grow through the model has one.

@@ -17,7 +17,7 @@ use starling_proto::StreamCode;
 
 use crate::error::ModelError;
 use crate::group::{Group, GroupConsumer, GroupProducer};
-use crate::stats::TrackStats;
+use crate::stats::{CacheCounters, TrackStats};
 use crate::waiters::Waiters;
 use crate::Limits;
 
@@ -89,6 +89,7 @@ struct Received {
 pub(crate) struct TrackShared {
     name: String,
     limits: Limits,
+    counters: Option<Arc<CacheCounters>>,
     state: Mutex<TrackState>,
 }
 
@@ -148,6 +149,14 @@ impl TrackShared {
             state.live_groups -= 1;
             state.groups[index] = None;
             state.expired_through = state.expired_through.max(Some(candidate.sequence()));
+            if let Some(counters) = &self.counters {
+                let counter = if aged {
+                    &counters.aged
+                } else {
+                    &counters.evicted
+                };
+                counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
             candidate.expire(code);
         }
     }
@@ -197,10 +206,21 @@ pub struct TrackProducer {
 
 impl TrackProducer {
     pub fn new(name: impl Into<String>, info: Option<TrackInfo>, limits: Limits) -> Self {
+        Self::counted(name, info, limits, None)
+    }
+
+    /// A track counting the groups its cache drops in `counters`.
+    pub(crate) fn counted(
+        name: impl Into<String>,
+        info: Option<TrackInfo>,
+        limits: Limits,
+        counters: Option<Arc<CacheCounters>>,
+    ) -> Self {
         TrackProducer {
             shared: Arc::new(TrackShared {
                 name: name.into(),
                 limits,
+                counters,
                 state: Mutex::new(TrackState {
                     info,
                     groups: VecDeque::new(),

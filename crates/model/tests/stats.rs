@@ -6,8 +6,12 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use futures::task::noop_waker;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
 use starling_model::{
-    BroadcastProducer, Frame, Limits, Origin, Route, StartAt, TrackInfo, TrackProducer,
+    BroadcastProducer, CacheCounters, Frame, Limits, Origin, Route, StartAt, TrackInfo,
+    TrackProducer,
 };
 use starling_proto::{Path, StreamCode};
 
@@ -154,4 +158,43 @@ fn origin_counts_interests() {
         )
         .unwrap();
     assert_eq!(origin.interest_count(), 1, "routes are not interests");
+}
+
+#[test]
+fn cache_drops_are_counted_by_reason_across_broadcasts() {
+    let counters = Arc::new(CacheCounters::default());
+    let limits = Limits {
+        max_cached_groups: 2,
+        ..Limits::default()
+    };
+    let broadcast = BroadcastProducer::new(limits).with_cache_counters(counters.clone());
+    // One track drops by budget: five groups, two kept.
+    let budget = broadcast.create_track(
+        "budget",
+        TrackInfo {
+            max_age_ms: u64::MAX / 1000,
+            ..TrackInfo::default()
+        },
+    );
+    for sequence in 0..5 {
+        write(&budget, sequence, sequence, &["x"]);
+    }
+    // A track of another broadcast (no group budget to speak of) drops by age: a group
+    // started 100 ms after its predecessor, with a 10 ms max age.
+    let other = BroadcastProducer::new(Limits::default()).with_cache_counters(counters.clone());
+    let aged = other.create_track(
+        "aged",
+        TrackInfo {
+            max_age_ms: 10,
+            ..TrackInfo::default()
+        },
+    );
+    write(&aged, 0, 0, &["a"]);
+    write(&aged, 1, 100, &["b"]);
+    write(&aged, 2, 200, &["c"]);
+    assert_eq!(counters.evicted.load(Ordering::Relaxed), 3);
+    assert_eq!(counters.aged.load(Ordering::Relaxed), 1);
+    // The counts outlive the tracks.
+    drop((budget, aged, broadcast, other));
+    assert_eq!(counters.evicted.load(Ordering::Relaxed), 3);
 }

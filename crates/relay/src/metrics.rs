@@ -21,7 +21,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use starling_model::Origin;
+use starling_model::{CacheCounters, Origin};
 use starling_proto::{SessionCode, StreamCode, Version};
 use starling_session::SessionStats;
 
@@ -106,6 +106,8 @@ impl Totals {
 /// The relay's metrics; cheap to clone.
 #[derive(Clone, Default)]
 pub struct RelayMetrics {
+    /// Shared with every session, so the tracks they pull count their cache drops here.
+    cache: Arc<CacheCounters>,
     accepted: Family<SessionLabels, Counter>,
     rejected: Family<ReasonLabels, Counter>,
     closed: Family<CodeLabels, Counter>,
@@ -113,6 +115,11 @@ pub struct RelayMetrics {
 }
 
 impl RelayMetrics {
+    /// The counters every session's tracks add their cache drops to.
+    pub fn cache_counters(&self) -> Arc<CacheCounters> {
+        self.cache.clone()
+    }
+
     pub fn accepted(&self, transport: SessionTransport, version: Version) {
         self.accepted
             .get_or_create(&SessionLabels {
@@ -289,6 +296,22 @@ impl RelayMetrics {
             "cache_bytes",
             "Bytes held in track caches",
             gauge(cache_bytes),
+        );
+        let drops: Family<ReasonLabels, Counter> = Family::default();
+        for (reason, count) in [
+            ("budget", self.cache.evicted.load(Ordering::Relaxed)),
+            ("age", self.cache.aged.load(Ordering::Relaxed)),
+        ] {
+            drops
+                .get_or_create(&ReasonLabels {
+                    reason: reason.into(),
+                })
+                .inc_by(count);
+        }
+        registry.register(
+            "cache_evictions",
+            "Groups dropped from track caches: the byte or group budget was full, or they aged out",
+            drops,
         );
         registry.register(
             "subscriptions",

@@ -392,6 +392,7 @@ impl Inner {
             .map(|p| Arc::new(Scoped(p)) as Arc<dyn starling_session::Access>);
         config.limits = self.config.session_limits.clone();
         config.model_limits = self.config.model_limits;
+        config.cache_counters = Some(self.metrics.cache_counters());
         if grant.subscribe {
             config.publish = Some(self.origin.clone());
         }

@@ -98,7 +98,14 @@ async fn moq_auth_serve_decides_for_starling() {
     tokio::spawn(relay.run());
 
     let sign = |root: &str, publish: Option<&str>, subscribe: Option<&str>| {
-        let mut args = vec!["auth", "sign", "--key", key.to_str().unwrap(), "--root", root];
+        let mut args = vec![
+            "auth",
+            "sign",
+            "--key",
+            key.to_str().unwrap(),
+            "--root",
+            root,
+        ];
         if let Some(publish) = publish {
             args.extend(["--publish", publish]);
         }

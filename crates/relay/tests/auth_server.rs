@@ -67,9 +67,9 @@ impl AuthServer {
     /// Wait until `event` has been requested `n` times; the requests carrying it.
     async fn until(&self, event: &str, n: usize) -> Vec<Value> {
         let mut requests = self.requests.subscribe();
-        let seen = within(requests.wait_for(|all| {
-            all.iter().filter(|r| r["event"] == event).count() >= n
-        }))
+        let seen = within(
+            requests.wait_for(|all| all.iter().filter(|r| r["event"] == event).count() >= n),
+        )
         .await
         .unwrap();
         seen.iter()
@@ -139,7 +139,10 @@ async fn a_thousand_concurrent_cold_sessions_make_one_request() {
         if stats.misses_cold + stats.coalesced == 1000 {
             break;
         }
-        assert!(Instant::now() < deadline, "lookups never arrived: {stats:?}");
+        assert!(
+            Instant::now() < deadline,
+            "lookups never arrived: {stats:?}"
+        );
         tokio::task::yield_now().await;
     }
     server.open.send_replace(true);
@@ -188,7 +191,10 @@ async fn concurrent_sessions_over_quic_share_one_decision() {
     assert_eq!(connect["role"], "subscriber");
     assert_eq!(connect["node"], "starling");
     assert_eq!(connect["alpn"], "moq-lite-06");
-    assert!(connect["remote"].as_str().unwrap().starts_with("127.0.0.1:"));
+    assert!(connect["remote"]
+        .as_str()
+        .unwrap()
+        .starts_with("127.0.0.1:"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -211,7 +217,10 @@ async fn a_grant_the_server_revokes_stops_live_sessions_within_the_max_age() {
     let revoked = Instant::now();
     // Inside the window the cached decision still admits the credential…
     let inside = subscriber().await.expect("admitted inside the max age");
-    assert!(revoked.elapsed() < max_age, "the window passed before the check");
+    assert!(
+        revoked.elapsed() < max_age,
+        "the window passed before the check"
+    );
     assert_eq!(server.count("connect"), 1);
     // …and the re-check that follows it closes every session holding it.
     let unauthorized = Some(SessionCode::Unauthorized.to_code());
@@ -244,7 +253,10 @@ async fn every_session_reports_its_end() {
     assert_eq!(end["id"], connect_id, "the session's own id");
     assert_eq!(end["path"], "/room");
     assert_eq!(end["query"], "jwt=ends");
-    assert!(end["reason"].as_str().is_some_and(|r| r.contains("bye")), "{end}");
+    assert!(
+        end["reason"].as_str().is_some_and(|r| r.contains("bye")),
+        "{end}"
+    );
     assert!(end["duration"].as_f64().unwrap() > 0.0);
 
     // What a session moved rides on its end: a publisher's group reaches a subscriber.

@@ -454,7 +454,10 @@ async fn a_key_removed_from_its_directory_stops_sessions_within_the_max_age() {
     let revoked = std::time::Instant::now();
     // Inside the window the credential's cached decision still admits it…
     let inside = subscriber().await.expect("admitted inside the max age");
-    assert!(revoked.elapsed() < max_age, "the window passed before the check");
+    assert!(
+        revoked.elapsed() < max_age,
+        "the window passed before the check"
+    );
     // …and once it is re-checked against the directory, every session holding it closes.
     let unauthorized = Some(SessionCode::Unauthorized.to_code());
     assert_eq!(closed_code(&live).await, unauthorized);
@@ -502,7 +505,11 @@ async fn http_requests_are_admitted_by_their_jwt() {
     for name in ["alice", "bob"] {
         let broadcast = BroadcastProducer::new(Limits::default());
         let route = origin
-            .publish(Path::new(name).unwrap(), broadcast.consume(), Route::local())
+            .publish(
+                Path::new(name).unwrap(),
+                broadcast.consume(),
+                Route::local(),
+            )
             .unwrap();
         held.push((broadcast, route));
     }
@@ -519,7 +526,11 @@ async fn http_requests_are_admitted_by_their_jwt() {
     .unwrap();
     let interest = relay_origin.interest(Path::new("room").unwrap()).unwrap();
     let mut changed = Vec::new();
-    while relay_origin.announced(&Path::new("room").unwrap(), None).len() < 2 {
+    while relay_origin
+        .announced(&Path::new("room").unwrap(), None)
+        .len()
+        < 2
+    {
         within(interest.changed(&mut changed)).await;
     }
 
@@ -537,7 +548,11 @@ async fn http_requests_are_admitted_by_their_jwt() {
         http_get(port, &listing(&alice)).await,
         (200, "alice".to_string())
     );
-    assert_eq!(http_status(port, &listing(&publish)).await, 401, "publish only");
+    assert_eq!(
+        http_status(port, &listing(&publish)).await,
+        401,
+        "publish only"
+    );
     assert_eq!(
         http_status(port, &format!("/announced/other?jwt={everything}")).await,
         401,

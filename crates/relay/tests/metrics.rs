@@ -15,6 +15,7 @@ use starling_relay::{AuthConfig, RelayConfig};
 use starling_session::{random_hop, SessionConfig};
 
 const GROUPS: u64 = 4;
+const CACHED: usize = 2;
 const FRAMES: &[&str] = &["alpha", "beta", "gamma"];
 
 /// The value of one sample line (`name{labels} value`), if present.
@@ -29,6 +30,11 @@ fn sample(text: &str, series: &str) -> Option<f64> {
 async fn metrics_count_what_flowed() {
     let (relay, url) = bind_relay(RelayConfig {
         internal_listen: Some("127.0.0.1:0".parse().unwrap()),
+        // The relay's cache keeps two groups, so the others are evicted (and counted).
+        model_limits: starling_model::Limits {
+            max_cached_groups: CACHED,
+            ..Default::default()
+        },
         ..RelayConfig::default()
     })
     .await;
@@ -119,6 +125,15 @@ async fn metrics_count_what_flowed() {
         Some(0.0)
     );
     assert!(sample(&text, "starling_cache_bytes").unwrap() >= bytes / GROUPS as f64);
+    assert_eq!(
+        sample(&text, "starling_cache_evictions_total{reason=\"budget\"}"),
+        Some((GROUPS - CACHED as u64) as f64),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, "starling_cache_evictions_total{reason=\"age\"}"),
+        Some(0.0)
+    );
     assert_eq!(get(internal, "/health").await.text(), "ok\n");
     drop(publisher);
 }
@@ -160,14 +175,19 @@ async fn auth_decisions_are_counted_by_cache_outcome() {
     let lookups = |result: &str, reason: &str| {
         sample(
             &text,
-            &format!("starling_auth_cache_lookups_total{{result=\"{result}\",reason=\"{reason}\"}}"),
+            &format!(
+                "starling_auth_cache_lookups_total{{result=\"{result}\",reason=\"{reason}\"}}"
+            ),
         )
     };
     assert_eq!(lookups("miss", "cold"), Some(2.0), "{text}");
     assert_eq!(lookups("hit", "fresh"), Some(3.0), "{text}");
     assert_eq!(lookups("miss", "stale"), Some(0.0), "{text}");
     assert_eq!(sample(&text, "starling_auth_cache_entries"), Some(2.0));
-    assert_eq!(sample(&text, "starling_auth_cache_evictions_total"), Some(0.0));
+    assert_eq!(
+        sample(&text, "starling_auth_cache_evictions_total"),
+        Some(0.0)
+    );
     assert_eq!(
         sample(
             &text,

@@ -82,6 +82,8 @@ pub struct SessionConfig {
     pub model_limits: Limits,
     /// Per-path permissions (a verified token's grant); `None` allows every path.
     pub access: Option<std::sync::Arc<dyn Access>>,
+    /// Where the tracks this session pulls from its peer count groups their caches drop.
+    pub cache_counters: Option<std::sync::Arc<starling_model::CacheCounters>>,
 }
 
 impl SessionConfig {
@@ -111,6 +113,16 @@ impl SessionConfig {
             limits: SessionLimits::default(),
             model_limits: Limits::default(),
             access: None,
+            cache_counters: None,
+        }
+    }
+
+    /// A dynamic broadcast for what the peer serves, counting cache drops when asked to.
+    pub(crate) fn dynamic_broadcast(&self) -> starling_model::BroadcastProducer {
+        let broadcast = starling_model::BroadcastProducer::dynamic(self.model_limits);
+        match &self.cache_counters {
+            Some(counters) => broadcast.with_cache_counters(counters.clone()),
+            None => broadcast,
         }
     }
 }

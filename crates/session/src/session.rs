@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use starling_model::{BroadcastConsumer, BroadcastProducer, TrackProducer};
+use starling_model::{BroadcastConsumer, TrackProducer};
 use starling_proto::{
     BidiType, Path, ProbeLevel, Role, SessionCode, Setup, StreamCode, UniType, Version,
 };
@@ -381,7 +381,7 @@ impl<T: Transport> Session<T> {
     /// Read broadcast `path` (relative to the session root) from the peer, announced or not.
     /// Tracks are subscribed on first read and shared by every reader.
     pub fn consume_broadcast(&self, path: Path) -> BroadcastConsumer {
-        let producer = Arc::new(BroadcastProducer::dynamic(self.shared.config.model_limits));
+        let producer = Arc::new(self.shared.config.dynamic_broadcast());
         let consumer = producer.consume();
         let shared = self.shared.clone();
         self.shared

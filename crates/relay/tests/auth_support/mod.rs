@@ -239,7 +239,10 @@ pub async fn http_get(port: u16, path: &str) -> (u16, String) {
         .and_then(|code| code.parse().ok())
         .unwrap_or_else(|| panic!("no status in {text:?}"));
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
         dechunk(body)
     } else {
         body.to_string()

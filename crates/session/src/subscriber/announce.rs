@@ -163,7 +163,7 @@ impl<T: Transport> Announces<T> {
             tracing::debug!(%wire, "announcement outside the peer's grant dropped");
             return Ok(false);
         }
-        let broadcast = Arc::new(BroadcastProducer::dynamic(self.shared.config.model_limits));
+        let broadcast = Arc::new(self.shared.config.dynamic_broadcast());
         let handle = self
             .origin
             .publish(path.clone(), broadcast.consume(), route)?;
