@@ -202,6 +202,27 @@ impl Authority {
 
     /// Admit a session: its grant, narrowed to its declared role, and the lease it holds.
     pub async fn admit(&self, facts: SessionFacts) -> Result<Admitted, Arc<Refusal>> {
+        self.admit_reporting(facts, true).await
+    }
+
+    /// Admit a one-shot request (an HTTP API call) and end it at once.
+    pub async fn check(&self, facts: SessionFacts) -> Result<Grant, Arc<Refusal>> {
+        let admitted = self.admit(facts).await?;
+        admitted.lease.close("done", ByteTotals::default());
+        Ok(admitted.grant)
+    }
+
+    /// Decide a credential ahead of its session (a WebSocket upgrade, checked before the
+    /// SETUP that opens the session): no session exists yet, so no end is reported.
+    pub async fn precheck(&self, facts: SessionFacts) -> Result<Grant, Arc<Refusal>> {
+        Ok(self.admit_reporting(facts, false).await?.grant)
+    }
+
+    async fn admit_reporting(
+        &self,
+        facts: SessionFacts,
+        report_end: bool,
+    ) -> Result<Admitted, Arc<Refusal>> {
         let role = facts.role;
         let (mut grant, lease) = match &*self.mode {
             Mode::Open => {
@@ -227,6 +248,7 @@ impl Authority {
                 let grant = scoped(&decision.permissions)?;
                 let report = server
                     .as_ref()
+                    .filter(|_| report_end)
                     .map(|(_, reporter)| (reporter.clone(), request));
                 let lease = Lease::held(cache.clone(), entry, decision, report);
                 (grant, lease)
@@ -244,13 +266,6 @@ impl Authority {
             None => {}
         }
         Ok(Admitted { grant, lease })
-    }
-
-    /// Admit a one-shot request (HTTP, a WebSocket upgrade's pre-check) and end it at once.
-    pub async fn check(&self, facts: SessionFacts) -> Result<Grant, Arc<Refusal>> {
-        let admitted = self.admit(facts).await?;
-        admitted.lease.close("done", ByteTotals::default());
-        Ok(admitted.grant)
     }
 
     /// The counts behind the auth metrics.

@@ -57,7 +57,7 @@ async fn gate(State(authority): State<Authority>, request: Request, next: Next) 
             .map(|target| target.as_str().to_owned())
             .unwrap_or_default();
         if let Err(err) = authority
-            .check(SessionFacts::new(TransportKind::WebSocket, &target))
+            .precheck(SessionFacts::new(TransportKind::WebSocket, &target))
             .await
         {
             tracing::info!(%err, "websocket upgrade refused");
