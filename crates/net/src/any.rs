@@ -130,6 +130,13 @@ impl SendStream for AnySend {
         }
     }
 
+    async fn write_chunks(&mut self, chunks: Vec<Bytes>) -> Result<(), TransportError> {
+        match self {
+            AnySend::Quic(s) => s.write_chunks(chunks).await,
+            AnySend::Qmux(s) => s.write_chunks(chunks).await,
+        }
+    }
+
     fn set_priority(&mut self, order: i32) {
         match self {
             AnySend::Quic(s) => s.set_priority(order),

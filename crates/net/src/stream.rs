@@ -82,6 +82,19 @@ impl SendStream for QuicSendStream {
         }
     }
 
+    async fn write_chunks(&mut self, mut chunks: Vec<Bytes>) -> Result<(), TransportError> {
+        match &mut self.inner {
+            SendInner::Raw(s) => {
+                let res = s.write_all_chunks(&mut chunks).await;
+                res.map_err(|e| self.raw_write_error(e))
+            }
+            SendInner::Wt(s) => {
+                let res = s.write_all_chunks(&mut chunks).await;
+                res.map_err(|e| self.wt_write_error(e))
+            }
+        }
+    }
+
     fn set_priority(&mut self, order: i32) {
         // Fails only on a stream that is already closed, where priority is moot.
         match &mut self.inner {

@@ -51,11 +51,20 @@ impl<S: SendStream> Writer<S> {
         Ok(())
     }
 
-    /// Write a payload without copying it (after flushing what is queued).
+    /// Write what is queued and then a payload, without copying the payload, in one
+    /// transport write.
     pub async fn write_payload(&mut self, payload: Bytes) -> Result<(), Error> {
-        self.flush().await?;
+        let mut chunks = Vec::with_capacity(2);
+        if !self.buf.is_empty() {
+            chunks.push(self.buf.split().freeze());
+        }
         if !payload.is_empty() {
-            self.stream.write(payload).await?;
+            chunks.push(payload);
+        }
+        match chunks.len() {
+            0 => {}
+            1 => self.stream.write(chunks.pop().expect("one chunk")).await?,
+            _ => self.stream.write_chunks(chunks).await?,
         }
         Ok(())
     }

@@ -73,6 +73,19 @@ pub trait Transport: Clone + Send + Sync + 'static {
 pub trait SendStream: Send + 'static {
     /// Queue a chunk; resolves once the transport accepted it (flow control applies).
     fn write(&mut self, chunk: Bytes) -> impl Future<Output = Result<(), TransportError>> + Send;
+    /// Queue several chunks in order, as one write where the transport can (a frame header
+    /// and its payload, say): one lock and one wake instead of one per chunk.
+    fn write_chunks(
+        &mut self,
+        chunks: Vec<Bytes>,
+    ) -> impl Future<Output = Result<(), TransportError>> + Send {
+        async move {
+            for chunk in chunks {
+                self.write(chunk).await?;
+            }
+            Ok(())
+        }
+    }
     /// Higher sends first, among this session's streams.
     fn set_priority(&mut self, order: i32);
     /// Finish the stream cleanly (FIN).

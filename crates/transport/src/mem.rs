@@ -274,6 +274,10 @@ pub struct MemSend(Pipe);
 
 impl SendStream for MemSend {
     async fn write(&mut self, chunk: Bytes) -> Result<(), TransportError> {
+        self.write_chunks(vec![chunk]).await
+    }
+
+    async fn write_chunks(&mut self, chunks: Vec<Bytes>) -> Result<(), TransportError> {
         poll_fn(|cx| {
             let mut s = self.0 .0.lock().unwrap();
             if let Some(err) = &s.closed {
@@ -293,9 +297,11 @@ impl SendStream for MemSend {
         })
         .await?;
         let mut s = self.0 .0.lock().unwrap();
-        if !chunk.is_empty() && !s.reader_done {
-            s.buffered += chunk.len();
-            s.chunks.push_back(chunk);
+        if !s.reader_done {
+            for chunk in chunks.into_iter().filter(|c| !c.is_empty()) {
+                s.buffered += chunk.len();
+                s.chunks.push_back(chunk);
+            }
         }
         s.readers.wake();
         Ok(())
@@ -420,5 +426,32 @@ impl Drop for MemRecv {
             s.buffered = 0;
             s.writers.wake();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{RecvStream, SendStream, Transport};
+
+    #[tokio::test]
+    async fn chunks_written_together_arrive_in_order() {
+        let (a, b) = pair();
+        let mut send = a.open_uni().await.unwrap();
+        send.write_chunks(vec![
+            Bytes::from_static(b"head"),
+            Bytes::new(),
+            Bytes::from_static(b"er+"),
+        ])
+        .await
+        .unwrap();
+        send.write(Bytes::from_static(b"payload")).await.unwrap();
+        send.finish().unwrap();
+        let mut recv = b.accept_uni().await.unwrap();
+        let mut got = Vec::new();
+        while let Some(chunk) = recv.read(usize::MAX).await.unwrap() {
+            got.extend_from_slice(&chunk);
+        }
+        assert_eq!(got, b"header+payload");
     }
 }

@@ -226,12 +226,21 @@ pub struct QmuxSendStream {
 }
 
 impl SendStream for QmuxSendStream {
-    async fn write(&mut self, mut chunk: Bytes) -> Result<(), TransportError> {
+    async fn write(&mut self, chunk: Bytes) -> Result<(), TransportError> {
+        self.write_chunks(vec![chunk]).await
+    }
+
+    async fn write_chunks(&mut self, chunks: Vec<Bytes>) -> Result<(), TransportError> {
         let id = self.id;
+        let mut chunks = std::collections::VecDeque::from(chunks);
         poll_fn(|cx| {
             let mut inner = self.shared.lock();
             let closed_locally = inner.closed_locally;
-            while !chunk.is_empty() {
+            while let Some(chunk) = chunks.front_mut() {
+                if chunk.is_empty() {
+                    chunks.pop_front();
+                    continue;
+                }
                 match inner.conn.write(id, chunk.clone()) {
                     Ok(n) => {
                         let _ = chunk.split_to(n);
