@@ -1,0 +1,133 @@
+//! Criterion bench of whole moq-lite sessions over the in-memory transport, one current-thread
+//! runtime per shape: delivery (ns per delivered frame) and the stats dash (ns per track per tick).
+//!
+//! Setup (sessions, announces, subscriptions) runs once per point, lazily, so a name filter skips
+//! it; each measured iteration is one frame (delivery) or one tick (dash).
+
+use std::time::{Duration, Instant};
+
+use criterion::{
+    criterion_group, criterion_main, measurement::WallTime, BenchmarkGroup, BenchmarkId, Criterion,
+    SamplingMode, Throughput,
+};
+use starling_bench::{runtime, Dash, DashShape, Delivery};
+use tokio::runtime::Runtime;
+
+fn delivery(c: &mut Criterion) {
+    let mut group = c.benchmark_group("delivery");
+    group.sample_size(20);
+    for viewers in [1usize, 10, 100, 1000] {
+        group.throughput(Throughput::Elements(viewers as u64));
+        let mut state: Option<(Runtime, Delivery)> = None;
+        group.bench_function(BenchmarkId::new("viewers", viewers), |b| {
+            let (rt, shape) = state.get_or_insert_with(|| {
+                let rt = runtime().expect("runtime");
+                let shape = rt
+                    .block_on(Delivery::setup(viewers))
+                    .expect("delivery setup");
+                (rt, shape)
+            });
+            b.iter_custom(|iters| {
+                rt.block_on(async {
+                    let start = Instant::now();
+                    for _ in 0..iters {
+                        shape.frame().await.expect("frame delivered");
+                    }
+                    start.elapsed()
+                })
+            })
+        });
+        if let Some((_rt, mut shape)) = state.take() {
+            shape.close();
+        }
+    }
+    group.finish();
+}
+
+/// One dash point: throughput counts the tracks, so a flat time per track is a constant cost.
+fn dash_point(group: &mut BenchmarkGroup<'_, WallTime>, id: BenchmarkId, shape: DashShape) {
+    group.throughput(Throughput::Elements(shape.total_tracks() as u64));
+    let mut state: Option<(Runtime, Dash)> = None;
+    group.bench_function(id, |b| {
+        let (rt, dash) = state.get_or_insert_with(|| {
+            let rt = runtime().expect("runtime");
+            let started = Instant::now();
+            let dash = rt.block_on(Dash::setup(shape)).expect("dash setup");
+            eprintln!("dash {shape:?}: setup {:?}", started.elapsed());
+            (rt, dash)
+        });
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    dash.tick().await.expect("tick delivered");
+                }
+                start.elapsed()
+            })
+        })
+    });
+    if let Some((_rt, mut dash)) = state.take() {
+        dash.close();
+    }
+}
+
+fn dash_group<'a>(c: &'a mut Criterion, name: &str) -> BenchmarkGroup<'a, WallTime> {
+    let mut group = c.benchmark_group(name);
+    // A tick is milliseconds; flat sampling keeps the run short at the large points.
+    group.sampling_mode(SamplingMode::Flat);
+    group.sample_size(10);
+    group
+}
+
+fn dash(c: &mut Criterion) {
+    let mut group = dash_group(c, "dash_projects");
+    for projects in [1usize, 4, 16] {
+        let shape = DashShape {
+            relays: 5,
+            projects,
+            tracks: 24,
+        };
+        dash_point(&mut group, BenchmarkId::new("projects", projects), shape);
+    }
+    group.finish();
+
+    let mut group = dash_group(c, "dash_tracks");
+    for tracks in [6usize, 24, 96] {
+        let shape = DashShape {
+            relays: 5,
+            projects: 1,
+            tracks,
+        };
+        dash_point(&mut group, BenchmarkId::new("tracks", tracks), shape);
+    }
+    group.finish();
+
+    let mut group = dash_group(c, "dash_relays");
+    for relays in [2usize, 5, 9, 17, 33] {
+        // 768 tracks in total whatever the mesh size.
+        let shape = DashShape {
+            relays,
+            projects: 1,
+            tracks: 768 / (relays - 1),
+        };
+        dash_point(&mut group, BenchmarkId::new("relays", relays), shape);
+    }
+    group.finish();
+
+    let mut group = dash_group(c, "dash_production");
+    // 34 nodes x 5 projects x 24 tracks = 4080 tracks.
+    let shape = DashShape {
+        relays: 35,
+        projects: 5,
+        tracks: 24,
+    };
+    dash_point(&mut group, BenchmarkId::new("tracks", 4080), shape);
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().warm_up_time(Duration::from_secs(1));
+    targets = delivery, dash
+}
+criterion_main!(benches);

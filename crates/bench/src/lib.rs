@@ -1,0 +1,47 @@
+//! Socket-free benchmarks of whole moq-lite sessions.
+//!
+//! Every topology here (publishers, a full mesh of relays, viewers and a stats dashboard) runs
+//! over `starling_transport::mem::pair()` on one current-thread tokio runtime, so a measurement
+//! is the CPU cost of the session, model and codec layers with no sockets, no threads and no
+//! scheduler noise. The criterion bench (`benches/session.rs`) measures the shapes; the smoke
+//! test (`tests/smoke.rs`) runs each once at tiny sizes and checks every frame arrived.
+
+mod dash;
+mod delivery;
+mod error;
+mod mesh;
+mod routes;
+mod tally;
+
+pub use dash::{Dash, DashShape};
+pub use delivery::{Delivery, FRAME_BYTES, GOP_FRAMES};
+pub use error::Error;
+pub use mesh::{cache_limits, link, session_limits, Mesh, Relay};
+pub use tally::Tally;
+
+use std::time::Duration;
+
+use starling_proto::Version;
+
+/// The version every bench session speaks.
+pub const VERSION: Version = Version::Lite06;
+
+/// How long any awaited event may take before the bench fails instead of hanging.
+pub const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The one current-thread runtime a topology runs on (time enabled for session timers).
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+}
+
+/// Await `future` for at most [`TIMEOUT`]; `what` names the event in the error.
+pub(crate) async fn within<F: std::future::Future>(
+    what: &'static str,
+    future: F,
+) -> Result<F::Output, Error> {
+    tokio::time::timeout(TIMEOUT, future)
+        .await
+        .map_err(|_| Error::Timeout(what))
+}

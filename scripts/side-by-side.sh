@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Starling against moq-relay 0.17.10, side by side: the same loads from `starling-load`,
+# run against each relay in alternation (A B A B …) within one run, then the ratios per
+# figure with their min/median/max over the pairs.
+#
+#   scripts/side-by-side.sh                 # PAIRS=3, every scenario
+#   PAIRS=5 SCENARIOS="fanout200 idle1000" scripts/side-by-side.sh
+#
+# Writes target/side-by-side/<time>/: one JSON summary per run under <scenario>/, the relay
+# logs, and report.md (machine, versions, commands and the tables).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PAIRS=${PAIRS:-3}
+PORT=${PORT:-14443}
+SCENARIOS=${SCENARIOS:-"fanout200 burst2000 burstmix idle1000"}
+OUT=${OUT:-target/side-by-side/$(date -u +%Y%m%dT%H%M%SZ)}
+mkdir -p "$OUT"
+
+scripts/install-peers.sh
+CACHE="${STARLING_CACHE:-$HOME/.cache/starling}"
+MOQ_RELAY="${STARLING_MOQ_RELAY:-$CACHE/moq-relay-0.17.10/bin/moq-relay}"
+cargo build --release --locked -p starling -p starling-loadgen
+STARLING=target/release/starling
+LOAD=target/release/starling-load
+
+# Both relays: raw QUIC and WebTransport on UDP $PORT, HTTP and WebSocket on TCP $PORT,
+# a self-signed certificate for localhost, anonymous access, quiet logs.
+start_relay() {
+    local name=$1 log="$OUT/$1.log"
+    case $name in
+        starling)
+            "$STARLING" relay --bind "127.0.0.1:$PORT" --tls-generate localhost \
+                --internal-listen off --log warn >>"$log" 2>&1 &
+            ;;
+        moq-relay)
+            "$MOQ_RELAY" --listen "127.0.0.1:$PORT" --listen-tls-generate localhost \
+                --web-http-listen "127.0.0.1:$PORT" --auth-public '**' \
+                --log-level warn >>"$log" 2>&1 &
+            ;;
+    esac
+    RELAY_PID=$!
+    # Ready once the certificate fingerprint is served over HTTP.
+    for _ in $(seq 1 400); do
+        if curl -sf "http://127.0.0.1:$PORT/certificate.sha256" >/dev/null; then
+            return 0
+        fi
+        if ! kill -0 "$RELAY_PID" 2>/dev/null; then
+            echo "$name exited before it was ready; see $log" >&2
+            exit 1
+        fi
+        sleep 0.05
+    done
+    echo "$name did not become ready; see $log" >&2
+    exit 1
+}
+
+stop_relay() {
+    kill -TERM "$RELAY_PID" 2>/dev/null || true
+    wait "$RELAY_PID" 2>/dev/null || true
+}
+trap stop_relay EXIT
+
+URL="moqt://localhost:$PORT/"
+COMMON=(--tls-disable-verify --no-progress)
+
+# The load of each scenario (the relay's pid is appended).
+scenario_args() {
+    case $1 in
+        # 1 -> 200 subscribers, 30 fps x 1000-byte frames, 20 s (raw QUIC).
+        fanout200) echo fanout --url "$URL" --subscribers 200 --tracks 1 --fps 30 \
+            --frame-size 1000 --group-frames 30 --duration-secs 20 ;;
+        # 2000 QUIC clients, 64 connecting at once, each waiting for its first frame.
+        burst2000) echo burst --url "$URL" --clients 2000 --concurrency 64 \
+            --quic-weight 1 --ws-weight 0 --http-weight 0 ;;
+        # 600 clients, 2 QUIC : 1 WebSocket : 1 HTTP /fetch.
+        burstmix) echo burst --url "$URL" --clients 600 --concurrency 64 \
+            --quic-weight 2 --ws-weight 1 --http-weight 1 ;;
+        # 1000 connected, subscribed, idle sessions: resident memory per session.
+        idle1000) echo fanout --url "$URL" --subscribers 1000 --tracks 1 \
+            --duration-secs 0 --idle-secs 5 --connect-concurrency 64 ;;
+        *) echo "unknown scenario $1" >&2; exit 1 ;;
+    esac
+}
+
+for scenario in $SCENARIOS; do
+    mkdir -p "$OUT/$scenario"
+    for pair in $(seq 1 "$PAIRS"); do
+        for relay in starling moq-relay; do
+            start_relay "$relay"
+            # shellcheck disable=SC2046
+            "$LOAD" $(scenario_args "$scenario") "${COMMON[@]}" --relay-pid "$RELAY_PID" \
+                --json "$OUT/$scenario/$relay-$pair.json" >"$OUT/$scenario/$relay-$pair.txt"
+            stop_relay
+            echo "$scenario pair $pair: $relay done"
+        done
+    done
+done
+trap - EXIT
+
+{
+    echo "### Side by side, $(date -u +%Y-%m-%d)"
+    echo
+    echo "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)),"
+    echo "$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr)."
+    echo "Starling $(git rev-parse --short HEAD) (release), moq-relay 0.17.10 (release, cargo install)."
+    echo "$PAIRS pairs per scenario, alternating Starling then moq-relay; ratios are Starling/moq-relay"
+    echo "(below 1: Starling used less or was faster)."
+    echo
+    echo "Loads (\`starling-load\`, raw QUIC to 127.0.0.1:$PORT):"
+    echo
+    for scenario in $SCENARIOS; do
+        echo "* \`$scenario\`: \`starling-load $(scenario_args "$scenario")\`"
+    done
+    echo
+    "$LOAD" compare --runs "$OUT" --a starling --b moq-relay
+} >"$OUT/report.md"
+cat "$OUT/report.md"
+echo "written: $OUT/report.md"
