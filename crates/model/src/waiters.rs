@@ -38,8 +38,9 @@ impl Waiters {
     /// Drop duplicate wakers (the same task parked more than once), keeping the first of each.
     fn compact(&mut self) {
         let mut seen = HashSet::with_capacity(self.wakers.len());
-        self.wakers
-            .retain(|waker| seen.insert((waker.data() as usize, waker.vtable() as *const _ as usize)));
+        self.wakers.retain(|waker| {
+            seen.insert((waker.data() as usize, waker.vtable() as *const _ as usize))
+        });
         self.compact_at = self.wakers.len() * 2;
     }
 
@@ -87,7 +88,11 @@ mod tests {
                 waiters.register(&Context::from_waker(waker));
             }
         }
-        assert!(waiters.len() <= 2 * tasks.len() + COMPACT_FLOOR, "{}", waiters.len());
+        assert!(
+            waiters.len() <= 2 * tasks.len() + COMPACT_FLOOR,
+            "{}",
+            waiters.len()
+        );
         waiters.wake_all();
         for (count, _) in &tasks {
             assert!(count.0.load(Ordering::SeqCst) >= 1);
