@@ -265,7 +265,11 @@ impl Client {
         let conn = self.dial(&url, verifier, &[H3]).await?;
         let request = ConnectRequest::new(url).with_protocols(self.config.alpns.iter().cloned());
         let session = web_transport_quinn::Session::connect(conn, request).await?;
-        let transport = QuicTransport::new(session, Binding::WebTransport);
+        let transport = QuicTransport::with_limits(
+            session,
+            Binding::WebTransport,
+            self.config.quic.stream_limits(),
+        );
         let Some(protocol) = transport.protocol() else {
             starling_transport::Transport::close(
                 &transport,
@@ -285,8 +289,11 @@ impl Client {
     async fn raw(&self, url: &Url) -> Result<Connected, ClientError> {
         let alpns: Vec<&str> = self.config.alpns.iter().map(String::as_str).collect();
         let conn = self.dial(url, self.verifier()?, &alpns).await?;
-        let transport =
-            QuicTransport::new(web_transport_quinn::Session::raw(conn), Binding::RawQuic);
+        let transport = QuicTransport::with_limits(
+            web_transport_quinn::Session::raw(conn),
+            Binding::RawQuic,
+            self.config.quic.stream_limits(),
+        );
         let protocol = transport.protocol().ok_or(ClientError::NoProtocol)?;
         Ok(Connected {
             transport,

@@ -7,18 +7,21 @@ use std::time::Duration;
 use quinn::VarInt;
 
 /// QUIC transport settings shared by the server and the client. Defaults follow
-/// moq-tokio: 10 s idle timeout, 3 s keep-alive, 10 000 concurrent streams each way,
-/// a 64 MiB connection receive window, datagrams enabled.
+/// moq-tokio: 10 s idle timeout, 3 s keep-alive, up to 10 000 concurrent streams each way
+/// (granted as they are used, from 128: see [`crate::StreamLimits`]), a 64 MiB connection
+/// receive window, datagrams enabled.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QuicConfig {
     /// Close the connection after this long without any packet from the peer.
     pub idle_timeout: Duration,
     /// Send a PING after this long without sending; `None` disables keep-alives.
     pub keep_alive: Option<Duration>,
-    /// Concurrent bidirectional streams the peer may open.
+    /// Concurrent bidirectional streams the peer may open, at most.
     pub max_bidi_streams: u64,
-    /// Concurrent unidirectional streams the peer may open.
+    /// Concurrent unidirectional streams the peer may open, at most.
     pub max_uni_streams: u64,
+    /// Concurrent streams each way granted at first; doubled while half are in use.
+    pub initial_streams: u64,
     /// Connection-wide receive window, in bytes.
     pub receive_window: u64,
     /// Per-stream receive window, in bytes.
@@ -38,6 +41,7 @@ impl Default for QuicConfig {
             keep_alive: Some(Duration::from_secs(3)),
             max_bidi_streams: 10_000,
             max_uni_streams: 10_000,
+            initial_streams: 128,
             receive_window: 64 << 20,
             stream_receive_window: 8 << 20,
             send_window: 64 << 20,
@@ -52,6 +56,15 @@ fn varint(value: u64) -> VarInt {
 }
 
 impl QuicConfig {
+    /// The stream credit connections start with and grow to.
+    pub fn stream_limits(&self) -> crate::StreamLimits {
+        crate::StreamLimits {
+            initial: self.initial_streams,
+            max_bidi: self.max_bidi_streams,
+            max_uni: self.max_uni_streams,
+        }
+    }
+
     /// The equivalent quinn transport config.
     pub fn transport_config(&self) -> Arc<quinn::TransportConfig> {
         let mut t = quinn::TransportConfig::default();
@@ -60,8 +73,9 @@ impl QuicConfig {
             .unwrap_or_else(|_| quinn::IdleTimeout::from(VarInt::MAX));
         t.max_idle_timeout(Some(idle));
         t.keep_alive_interval(self.keep_alive);
-        t.max_concurrent_bidi_streams(varint(self.max_bidi_streams));
-        t.max_concurrent_uni_streams(varint(self.max_uni_streams));
+        let limits = self.stream_limits();
+        t.max_concurrent_bidi_streams(varint(limits.initial.min(limits.max_bidi)));
+        t.max_concurrent_uni_streams(varint(limits.initial.min(limits.max_uni)));
         t.receive_window(varint(self.receive_window));
         t.stream_receive_window(varint(self.stream_receive_window));
         t.send_window(self.send_window);
@@ -86,9 +100,17 @@ pub(crate) fn bind_udp(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket>
             socket.set_only_v6(false)?;
         }
     }
+    // A burst of handshakes must not overflow the default (~200 KiB) receive buffer: a dropped
+    // Initial costs its client a one-second retransmission. Best effort: the kernel caps
+    // the sizes at net.core.rmem_max / wmem_max.
+    let _ = socket.set_recv_buffer_size(UDP_BUFFER_BYTES);
+    let _ = socket.set_send_buffer_size(UDP_BUFFER_BYTES);
     socket.bind(&addr.into())?;
     Ok(socket.into())
 }
+
+/// Socket buffer size asked for on every UDP socket.
+const UDP_BUFFER_BYTES: usize = 8 << 20;
 
 /// A client-side socket: dual-stack `[::]:0` when IPv6 is available, else `0.0.0.0:0`.
 pub(crate) fn bind_client_udp() -> std::io::Result<std::net::UdpSocket> {

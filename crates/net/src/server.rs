@@ -9,6 +9,7 @@ use tokio::task::JoinHandle;
 use web_transport_quinn::proto::ConnectResponse;
 
 use crate::alpn::{select_protocol, Binding, DEFAULT_ALPNS, H3};
+use crate::credit::StreamLimits;
 use crate::quic::{bind_udp, QuicConfig};
 use crate::tls::{TlsCertificate, TlsError};
 use crate::transport::QuicTransport;
@@ -147,6 +148,7 @@ impl Server {
             endpoint.clone(),
             Arc::new(moq_alpns.clone()),
             config.handshake_timeout,
+            config.quic.stream_limits(),
             tx,
         ));
 
@@ -207,6 +209,7 @@ async fn drive(
     endpoint: quinn::Endpoint,
     alpns: Arc<Vec<String>>,
     timeout: Duration,
+    limits: StreamLimits,
     tx: mpsc::Sender<Accepted>,
 ) {
     loop {
@@ -219,7 +222,7 @@ async fn drive(
         let tx = tx.clone();
         tokio::spawn(async move {
             let remote = incoming.remote_address();
-            match tokio::time::timeout(timeout, handshake(incoming, &alpns)).await {
+            match tokio::time::timeout(timeout, handshake(incoming, &alpns, limits)).await {
                 Ok(Ok(accepted)) => {
                     tracing::debug!(
                         %remote,
@@ -252,6 +255,7 @@ enum HandshakeError {
 async fn handshake(
     incoming: quinn::Incoming,
     alpns: &[String],
+    limits: StreamLimits,
 ) -> Result<Accepted, HandshakeError> {
     let remote = canonical(incoming.remote_address());
     let mut connecting = incoming.accept()?;
@@ -276,7 +280,7 @@ async fn handshake(
         }
         let session = request.respond(response).await?;
         Ok(Accepted {
-            transport: QuicTransport::new(session, Binding::WebTransport),
+            transport: QuicTransport::with_limits(session, Binding::WebTransport, limits),
             protocol,
             binding: Binding::WebTransport,
             path: Some(path_and_query(&url)),
@@ -286,7 +290,7 @@ async fn handshake(
     } else if alpns.contains(&alpn) {
         let session = web_transport_quinn::Session::raw(conn);
         Ok(Accepted {
-            transport: QuicTransport::new(session, Binding::RawQuic),
+            transport: QuicTransport::with_limits(session, Binding::RawQuic, limits),
             protocol: Some(alpn),
             binding: Binding::RawQuic,
             path: None,

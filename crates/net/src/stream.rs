@@ -6,6 +6,7 @@ use bytes::Bytes;
 use starling_transport::{RecvStream, SendStream, TransportError};
 
 use crate::codes::{decode_stream_code, encode_stream_code};
+use crate::credit::Direction;
 use crate::transport::Shared;
 
 /// The moq-lite stream code (CANCELLED, spec §7.1) sent when a stream handle is dropped
@@ -162,6 +163,8 @@ pub struct QuicRecvStream {
     inner: RecvInner,
     shared: Arc<Shared>,
     done: bool,
+    /// Counted against the peer's stream credit until dropped (streams the peer opened).
+    counted: Option<Direction>,
 }
 
 impl QuicRecvStream {
@@ -170,6 +173,7 @@ impl QuicRecvStream {
             inner: RecvInner::Raw(stream),
             shared,
             done: false,
+            counted: None,
         }
     }
 
@@ -178,7 +182,14 @@ impl QuicRecvStream {
             inner: RecvInner::Wt(stream),
             shared,
             done: false,
+            counted: None,
         }
+    }
+
+    /// Count this stream against the peer's credit in `direction` until it is dropped.
+    pub(crate) fn counted(mut self, direction: Direction) -> Self {
+        self.counted = Some(direction);
+        self
     }
 
     fn raw_read_error(&self, err: quinn::ReadError) -> TransportError {
@@ -245,6 +256,9 @@ impl Drop for QuicRecvStream {
     fn drop(&mut self) {
         if !self.done {
             RecvStream::stop(self, DROP_CODE);
+        }
+        if let Some(direction) = self.counted {
+            self.shared.credit.closed(direction);
         }
     }
 }

@@ -10,6 +10,8 @@ use web_transport_quinn::{Session, SessionError};
 
 use crate::alpn::Binding;
 use crate::codes::{connection_error, session_error};
+use crate::credit::{Direction, StreamCredit, StreamLimits};
+use crate::quic::QuicConfig;
 use crate::stream::{QuicRecvStream, QuicSendStream};
 
 /// A session over QUIC, cheap to clone (all clones are the same session).
@@ -28,6 +30,8 @@ pub struct QuicTransport {
 pub(crate) struct Shared {
     pub(crate) session: Session,
     pub(crate) binding: Binding,
+    /// The peer's concurrent-stream credit, grown as it is used.
+    pub(crate) credit: StreamCredit,
     /// Set by our own `close`, to tell it apart from web-transport-quinn's latching of
     /// "locally closed" when it tears the connection down after the peer ended the session.
     closed_locally: AtomicBool,
@@ -88,10 +92,17 @@ impl QuicTransport {
     /// Wrap an established session. `binding` must match how it was made:
     /// [`Binding::RawQuic`] for `Session::raw`, [`Binding::WebTransport`] otherwise.
     pub fn new(session: Session, binding: Binding) -> Self {
+        Self::with_limits(session, binding, QuicConfig::default().stream_limits())
+    }
+
+    /// As [`new`](Self::new), growing the peer's stream credit from `limits.initial` (what
+    /// the connection's transport config granted) up to its maximums.
+    pub fn with_limits(session: Session, binding: Binding, limits: StreamLimits) -> Self {
         Self {
             shared: Arc::new(Shared {
                 session,
                 binding,
+                credit: StreamCredit::new(limits),
                 closed_locally: AtomicBool::new(false),
             }),
         }
@@ -154,9 +165,10 @@ impl Transport for QuicTransport {
                 .open_bi()
                 .await
                 .map_err(|e| shared.session_error(&e))?;
+            shared.credit.opened(Direction::Bidi, self.conn());
             Ok((
                 QuicSendStream::wt(send, shared.clone()),
-                QuicRecvStream::wt(recv, shared.clone()),
+                QuicRecvStream::wt(recv, shared.clone()).counted(Direction::Bidi),
             ))
         }
     }
@@ -188,9 +200,10 @@ impl Transport for QuicTransport {
                 .accept_bi()
                 .await
                 .map_err(|e| shared.connection_error(&e))?;
+            shared.credit.opened(Direction::Bidi, self.conn());
             Ok((
                 QuicSendStream::raw(send, shared.clone()),
-                QuicRecvStream::raw(recv, shared.clone()),
+                QuicRecvStream::raw(recv, shared.clone()).counted(Direction::Bidi),
             ))
         } else {
             let (send, recv) = shared
@@ -198,9 +211,10 @@ impl Transport for QuicTransport {
                 .accept_bi()
                 .await
                 .map_err(|e| shared.session_error(&e))?;
+            shared.credit.opened(Direction::Bidi, self.conn());
             Ok((
                 QuicSendStream::wt(send, shared.clone()),
-                QuicRecvStream::wt(recv, shared.clone()),
+                QuicRecvStream::wt(recv, shared.clone()).counted(Direction::Bidi),
             ))
         }
     }
@@ -213,14 +227,16 @@ impl Transport for QuicTransport {
                 .accept_uni()
                 .await
                 .map_err(|e| shared.connection_error(&e))?;
-            Ok(QuicRecvStream::raw(recv, shared.clone()))
+            shared.credit.opened(Direction::Uni, self.conn());
+            Ok(QuicRecvStream::raw(recv, shared.clone()).counted(Direction::Uni))
         } else {
             let recv = shared
                 .session
                 .accept_uni()
                 .await
                 .map_err(|e| shared.session_error(&e))?;
-            Ok(QuicRecvStream::wt(recv, shared.clone()))
+            shared.credit.opened(Direction::Uni, self.conn());
+            Ok(QuicRecvStream::wt(recv, shared.clone()).counted(Direction::Uni))
         }
     }
 

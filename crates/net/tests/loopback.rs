@@ -521,3 +521,35 @@ fn self_signed_certificate_is_short_lived_and_fingerprinted() {
         hex::encode(sha2::Sha256::digest(der))
     );
 }
+
+/// A peer may hold far more streams open at once than the credit a connection starts with
+/// (128): the credit grows as they are accepted, on both bindings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stream_credit_grows_with_streams_held_open() {
+    const OPEN: usize = 1000;
+    let server = server();
+    let client = pinned_client(&server, &[MOQ_LITE_06]);
+    for scheme in ["moqt", "https"] {
+        let (connected, accepted) = pair(&server, &client, &url(scheme, &server, "/")).await;
+        let (client, server) = (connected.transport, accepted.transport);
+        let opener = tokio::spawn(async move {
+            let mut held = Vec::new();
+            for i in 0..OPEN {
+                let mut uni = client.open_uni().await.expect("uni credit");
+                uni.write(Bytes::from(vec![i as u8])).await.unwrap();
+                let (mut send, _recv) = client.open_bi().await.expect("bidi credit");
+                send.write(Bytes::from(vec![i as u8])).await.unwrap();
+                held.push((uni, send, _recv));
+            }
+            (client, held)
+        });
+        let mut accepted = Vec::new();
+        for _ in 0..OPEN {
+            let uni = within(server.accept_uni()).await.unwrap();
+            let (send, recv) = within(server.accept_bi()).await.unwrap();
+            accepted.push((uni, send, recv));
+        }
+        let (_client, held) = within(opener).await.unwrap();
+        assert_eq!((held.len(), accepted.len()), (OPEN, OPEN), "{scheme}");
+    }
+}
