@@ -6,6 +6,10 @@
 
 use std::time::{Duration, Instant};
 
+/// The relay binary's allocator, so the bench measures what a relay would spend.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use criterion::{
     criterion_group, criterion_main, measurement::WallTime, BenchmarkGroup, BenchmarkId, Criterion,
     SamplingMode, Throughput,

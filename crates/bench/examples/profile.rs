@@ -8,6 +8,10 @@
 
 use std::time::Instant;
 
+/// The relay binary's allocator, so profiles show what it would spend.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use starling_bench::{runtime, Dash, DashShape, Delivery, Error};
 
 const USAGE: &str =

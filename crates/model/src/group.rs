@@ -55,16 +55,6 @@ impl Group {
         self.sequence
     }
 
-    /// Bytes of payload held.
-    pub(crate) fn bytes(&self) -> usize {
-        self.state.lock().bytes
-    }
-
-    /// Timestamp of the first frame, once there is one.
-    pub(crate) fn start_timestamp(&self) -> Option<u64> {
-        self.state.lock().frames.first().map(|f| f.timestamp)
-    }
-
     /// Abort unless already ended; readers past the last frame see `code`.
     pub(crate) fn abort(&self, code: StreamCode) {
         let mut state = self.state.lock();
@@ -92,12 +82,17 @@ impl Group {
 pub struct GroupProducer {
     group: Arc<Group>,
     limits: Limits,
-    /// The track whose cache accounts this group's bytes and timestamps, if any.
-    track: Option<Arc<TrackShared>>,
+    /// The track whose cache accounts this group's bytes and timestamps, if any, and the
+    /// group's arrival index in it.
+    track: Option<(Arc<TrackShared>, u64)>,
 }
 
 impl GroupProducer {
-    pub(crate) fn new(group: Arc<Group>, limits: Limits, track: Option<Arc<TrackShared>>) -> Self {
+    pub(crate) fn new(
+        group: Arc<Group>,
+        limits: Limits,
+        track: Option<(Arc<TrackShared>, u64)>,
+    ) -> Self {
         GroupProducer {
             group,
             limits,
@@ -139,8 +134,8 @@ impl GroupProducer {
             state.frames.push(frame);
             state.waiters.wake_all();
         }
-        if let Some(track) = &self.track {
-            track.on_frame(size, timestamp);
+        if let Some((track, arrival)) = &self.track {
+            track.on_frame(*arrival, size, timestamp);
         }
         Ok(())
     }

@@ -49,11 +49,22 @@ pub struct Demand {
     pub max_age_ms: u64,
 }
 
+/// A cached group with what the cache policy reads of it, kept in the track's own state so
+/// the policy never locks (or touches the memory of) the groups it does not evict.
+#[derive(Debug)]
+struct Cached {
+    group: Arc<Group>,
+    /// Timestamp of the group's first frame, once written.
+    start: Option<u64>,
+    /// Payload bytes written into the group.
+    bytes: usize,
+}
+
 #[derive(Debug)]
 struct TrackState {
     info: Option<TrackInfo>,
     /// Groups in arrival order; `None` once expired.
-    groups: VecDeque<Option<Arc<Group>>>,
+    groups: VecDeque<Option<Cached>>,
     /// Arrival index of `groups[0]`.
     base: u64,
     /// Sequence to arrival index, for live groups only.
@@ -94,9 +105,15 @@ pub(crate) struct TrackShared {
 }
 
 impl TrackShared {
-    /// Account a frame just appended to one of this track's groups, then apply the cache policy.
-    pub(crate) fn on_frame(&self, size: usize, timestamp: u64) {
+    /// Account a frame just appended to the group that arrived `arrival`-th, then apply the
+    /// cache policy.
+    pub(crate) fn on_frame(&self, arrival: u64, size: usize, timestamp: u64) {
         let mut state = self.state.lock();
+        let index = arrival.wrapping_sub(state.base) as usize;
+        if let Some(Some(cached)) = state.groups.get_mut(index) {
+            cached.start.get_or_insert(timestamp);
+            cached.bytes += size;
+        }
         state.bytes += size;
         state.received.frames += 1;
         state.received.bytes += size as u64;
@@ -113,28 +130,31 @@ impl TrackShared {
             // The oldest-arrived live group other than the latest, which always stays (groups
             // that arrive late, below the latest, are candidates like any other).
             let latest = state.latest.map(|(_, arrival)| arrival);
-            let Some((index, candidate)) =
-                state.groups.iter().enumerate().find_map(|(i, g)| match g {
-                    Some(g) if Some(state.base + i as u64) != latest => Some((i, g.clone())),
-                    _ => None,
-                })
+            let base = state.base;
+            let Some(index) = state
+                .groups
+                .iter()
+                .enumerate()
+                .position(|(i, g)| g.is_some() && Some(base + i as u64) != latest)
             else {
                 return;
             };
             let over_budget = state.bytes > self.limits.track_cache_bytes
                 || state.live_groups > self.limits.max_cached_groups;
-            let successor_start = state
-                .groups
-                .iter()
-                .skip(index + 1)
-                .flatten()
-                .next()
-                .and_then(|g| g.start_timestamp());
-            let aged = match (&state.info, successor_start) {
-                (Some(info), Some(start)) => {
-                    state.newest_timestamp.saturating_sub(start) > max_age_ticks(info)
+            let aged = {
+                let successor_start = state
+                    .groups
+                    .iter()
+                    .skip(index + 1)
+                    .flatten()
+                    .next()
+                    .and_then(|g| g.start);
+                match (&state.info, successor_start) {
+                    (Some(info), Some(start)) => {
+                        state.newest_timestamp.saturating_sub(start) > max_age_ticks(info)
+                    }
+                    _ => false,
                 }
-                _ => false,
             };
             if !(over_budget || aged) {
                 return;
@@ -144,11 +164,12 @@ impl TrackShared {
             } else {
                 StreamCode::Evicted
             };
-            state.bytes = state.bytes.saturating_sub(candidate.bytes());
-            state.by_sequence.remove(&candidate.sequence());
+            let candidate = state.groups[index].take().expect("a live group");
+            let sequence = candidate.group.sequence();
+            state.bytes = state.bytes.saturating_sub(candidate.bytes);
+            state.by_sequence.remove(&sequence);
             state.live_groups -= 1;
-            state.groups[index] = None;
-            state.expired_through = state.expired_through.max(Some(candidate.sequence()));
+            state.expired_through = state.expired_through.max(Some(sequence));
             if let Some(counters) = &self.counters {
                 let counter = if aged {
                     &counters.aged
@@ -157,7 +178,7 @@ impl TrackShared {
                 };
                 counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
-            candidate.expire(code);
+            candidate.group.expire(code);
         }
     }
 
@@ -261,6 +282,7 @@ impl TrackProducer {
     /// Start group `sequence`. Refused for a sequence already cached or past the track's end.
     pub fn create_group(&self, sequence: u64) -> Result<GroupProducer, ModelError> {
         let group = Group::new(sequence);
+        let arrival;
         {
             let mut state = self.shared.state.lock();
             if state.closed.is_some() {
@@ -276,8 +298,12 @@ impl TrackProducer {
                 // Older than a group that already left the cache: never delivered again.
                 return Err(ModelError::Expired(sequence));
             }
-            let arrival = state.base + state.groups.len() as u64;
-            state.groups.push_back(Some(group.clone()));
+            arrival = state.base + state.groups.len() as u64;
+            state.groups.push_back(Some(Cached {
+                group: group.clone(),
+                start: None,
+                bytes: 0,
+            }));
             state.by_sequence.insert(sequence, arrival);
             state.live_groups += 1;
             state.received.groups += 1;
@@ -290,7 +316,7 @@ impl TrackProducer {
         Ok(GroupProducer::new(
             group,
             self.shared.limits,
-            Some(self.shared.clone()),
+            Some((self.shared.clone(), arrival)),
         ))
     }
 
@@ -514,12 +540,12 @@ impl TrackConsumer {
         let reach = state
             .newest_timestamp
             .saturating_sub(StartAt::ticks(start.max_age_ms, info.timescale));
-        for (i, group) in state.groups.iter().enumerate() {
-            let Some(group) = group else { continue };
-            if group.sequence() < floor {
+        for (i, cached) in state.groups.iter().enumerate() {
+            let Some(cached) = cached else { continue };
+            if cached.group.sequence() < floor {
                 continue;
             }
-            if group.start_timestamp().is_none_or(|ts| ts >= reach) {
+            if cached.start.is_none_or(|ts| ts >= reach) {
                 return state.base + i as u64;
             }
         }
@@ -544,7 +570,9 @@ impl TrackConsumer {
         cursor = cursor.max(state.base);
         let tail = state.base + state.groups.len() as u64;
         while cursor < tail {
-            let entry = state.groups[(cursor - state.base) as usize].clone();
+            let entry = state.groups[(cursor - state.base) as usize]
+                .as_ref()
+                .map(|cached| cached.group.clone());
             cursor += 1;
             if let Some(group) = entry {
                 if group.sequence() >= self.floor {
@@ -577,7 +605,12 @@ impl TrackConsumer {
     pub fn group(&self, sequence: u64) -> Option<GroupConsumer> {
         let state = self.shared.state.lock();
         let arrival = *state.by_sequence.get(&sequence)?;
-        let group = state.groups.get((arrival - state.base) as usize)?.clone()?;
+        let group = state
+            .groups
+            .get((arrival - state.base) as usize)?
+            .as_ref()?
+            .group
+            .clone();
         Some(GroupConsumer::new(group, 0))
     }
 

@@ -1,5 +1,9 @@
 //! `starling`: the relay and the command-line client in one binary.
 
+/// mimalloc: glibc's malloc and free were about 15 % of the relay's profile under load.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod client;
 mod logging;
 mod publish;
