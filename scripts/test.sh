@@ -4,6 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# A fresh checkout builds everything once: incremental state would only take disk (CI's
+# disk is what ran out before, with ~40 test binaries).
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+
 scripts/install-peers.sh
 CACHE="${STARLING_CACHE:-$HOME/.cache/starling}"
 export STARLING_MOQ_RELAY="$CACHE/moq-relay-0.17.10/bin/moq-relay"
