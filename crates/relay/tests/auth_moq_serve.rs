@@ -39,6 +39,18 @@ fn moq_output(args: &[&str]) -> String {
     String::from_utf8(output.stdout).unwrap().trim().to_string()
 }
 
+/// `moq auth generate` an ES256 key into `path`.
+fn generate(path: &Path) {
+    moq_output(&[
+        "auth",
+        "generate",
+        "--algorithm",
+        "ES256",
+        "--out",
+        path.to_str().unwrap(),
+    ]);
+}
+
 /// `moq auth serve` on a free loopback port, killed on drop.
 struct ReferenceServer(Child);
 
@@ -78,14 +90,7 @@ async fn serve(key: &Path) -> (ReferenceServer, Url) {
 async fn moq_auth_serve_decides_for_starling() {
     let dir = tempfile::tempdir().unwrap();
     let key = dir.path().join("key.jwk");
-    moq_output(&[
-        "auth",
-        "generate",
-        "--algorithm",
-        "ES256",
-        "--out",
-        key.to_str().unwrap(),
-    ]);
+    generate(&key);
     let (_server, auth_url) = serve(&key).await;
     let (relay, quic) = common::bind_relay(RelayConfig {
         auth: AuthConfig {
@@ -152,14 +157,7 @@ async fn moq_auth_serve_decides_for_starling() {
     assert_refused(&quic, "/room", Some(Role::Subscriber), "no token").await;
     // A token another key signed.
     let stranger = dir.path().join("stranger.jwk");
-    moq_output(&[
-        "auth",
-        "generate",
-        "--algorithm",
-        "ES256",
-        "--out",
-        stranger.to_str().unwrap(),
-    ]);
+    generate(&stranger);
     let forged = moq_output(&[
         "auth",
         "sign",

@@ -267,3 +267,23 @@ fn dechunk(mut body: &str) -> String {
 pub async fn closed_code<T: starling_transport::Transport>(session: &Session<T>) -> Option<u32> {
     peer_code(&within(session.closed()).await)
 }
+
+/// Every session in `held` closes with UNAUTHORIZED, at most a second past `max_age` after
+/// the grant was `revoked`.
+pub async fn assert_closed_within(
+    held: &[&Session<QuicTransport>],
+    revoked: std::time::Instant,
+    max_age: Duration,
+) {
+    for session in held {
+        assert_eq!(
+            closed_code(session).await,
+            Some(SessionCode::Unauthorized.to_code())
+        );
+    }
+    assert!(
+        revoked.elapsed() <= max_age + Duration::from_secs(1),
+        "closed {:?} after the revocation",
+        revoked.elapsed()
+    );
+}
