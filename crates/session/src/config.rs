@@ -18,7 +18,8 @@ pub struct SessionLimits {
     pub max_announce_interests: usize,
     /// Live announcements the peer may make on one announce stream.
     pub max_announces: usize,
-    /// Requests (TRACK, FETCH, PROBE, GOAWAY) the peer may have in flight.
+    /// Requests (TRACK, FETCH, PROBE, GOAWAY) the peer may have in flight; more wait for a
+    /// slot, up to the request timeout.
     pub max_requests: usize,
     /// Our own upstream subscriptions in flight on this session.
     pub max_upstream_subscriptions: usize,

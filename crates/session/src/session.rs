@@ -92,7 +92,9 @@ pub(crate) struct Shared<T: Transport> {
     pub next_subscribe_id: AtomicU64,
     pub served_subscriptions: AtomicUsize,
     pub announce_interests: AtomicUsize,
-    pub requests: AtomicUsize,
+    /// Slots for the peer's requests (TRACK, FETCH, PROBE, GOAWAY) in flight; a request past
+    /// them waits for one (up to the request timeout) instead of being refused.
+    pub requests: tokio::sync::Semaphore,
     /// Stamp for announcements whose chain names no publisher.
     pub anonymous_stamp: u64,
     pub cancel: CancellationToken,
@@ -139,6 +141,15 @@ impl<T: Transport> Shared<T> {
             .root
             .join(wire)
             .map_err(|_| Error::ProtocolViolation("path too long"))
+    }
+
+    /// A slot for one of the peer's requests, waiting up to the request timeout for one to
+    /// free (CONTROL_TIMEOUT past it).
+    pub async fn request_slot(&self) -> Result<tokio::sync::SemaphorePermit<'_>, Error> {
+        tokio::time::timeout(self.config.limits.request_timeout, self.requests.acquire())
+            .await
+            .map_err(|_| Error::Stream(StreamCode::ControlTimeout))?
+            .map_err(|_| Error::Stream(StreamCode::Internal))
     }
 
     /// Take a slot from a bounded counter, or fail.
@@ -323,6 +334,7 @@ impl<T: Transport> Session<T> {
     }
 
     fn run(transport: T, version: Version, config: SessionConfig, peer: PeerSetup) -> Self {
+        let max_requests = config.limits.max_requests;
         let shared = Arc::new(Shared {
             budget: RecvBudget::new(config.limits.recv_budget),
             transport,
@@ -333,7 +345,7 @@ impl<T: Transport> Session<T> {
             next_subscribe_id: AtomicU64::new(0),
             served_subscriptions: AtomicUsize::new(0),
             announce_interests: AtomicUsize::new(0),
-            requests: AtomicUsize::new(0),
+            requests: tokio::sync::Semaphore::new(max_requests),
             anonymous_stamp: crate::config::random_hop(),
             cancel: CancellationToken::new(),
             error: Mutex::new(None),

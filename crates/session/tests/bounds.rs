@@ -97,3 +97,43 @@ async fn frame_bounds_and_the_serving_cap() {
         ]
     );
 }
+
+/// A peer asking for more tracks at once than it may have requests in flight is served as
+/// slots free up, not refused: eight tracks through a relay side allowing two requests.
+#[tokio::test]
+async fn requests_past_the_limit_wait_for_a_slot() {
+    let version = Version::Lite06;
+    let relay = Relay::new();
+    let names: Vec<String> = (0..8).map(|i| format!("t{i}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let publisher = publisher(&relay, version, "room/many", &refs).await;
+
+    let origin = starling_model::Origin::new();
+    let mut config = starling_session::SessionConfig::new(starling_session::random_hop());
+    config.consume = Some(origin.clone());
+    let (session, relay_side, _) = relay
+        .connect_with(version, config, |relay_side| {
+            relay_side.limits.max_requests = 2
+        })
+        .await;
+    let viewer = Subscriber {
+        origin,
+        session,
+        relay_side,
+    };
+    let mut readers = Vec::new();
+    for name in &names {
+        readers.push(viewer.track("room/many", name).await);
+    }
+    for (i, track) in publisher.tracks.iter().enumerate() {
+        let mut group = track.create_group(0).unwrap();
+        group
+            .write_frame(frame(i as u64, &format!("f{i}")))
+            .unwrap();
+        group.finish();
+    }
+    for (i, reader) in readers.iter_mut().enumerate() {
+        let (sequence, frames) = read_group(reader).await;
+        assert_eq!((sequence, frames), (0, vec![format!("f{i}")]));
+    }
+}

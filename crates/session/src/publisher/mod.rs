@@ -41,8 +41,7 @@ pub(crate) async fn track<T: Transport>(
     writer: &mut Writer<T::Send>,
 ) -> Result<(), Error> {
     let limits = &shared.config.limits;
-    let _slot = Shared::<T>::take_slot(&shared.requests, limits.max_requests)
-        .ok_or(Error::Stream(StreamCode::Internal))?;
+    let _slot = shared.request_slot().await?;
     let msg: Track = request(shared, reader).await?;
     let track = subscribe::resolve(shared, &msg.broadcast, &msg.track, StartAt::default())?;
     let info: TrackInfo = tokio::select! {
@@ -66,8 +65,7 @@ pub(crate) async fn fetch<T: Transport>(
     writer: &mut Writer<T::Send>,
 ) -> Result<(), Error> {
     let limits = &shared.config.limits;
-    let _slot = Shared::<T>::take_slot(&shared.requests, limits.max_requests)
-        .ok_or(Error::Stream(StreamCode::Internal))?;
+    let _slot = shared.request_slot().await?;
     let msg: Fetch = request(shared, reader).await?;
     let track = subscribe::resolve(shared, &msg.broadcast, &msg.track, StartAt::default())?;
     let mut group = track
@@ -111,8 +109,7 @@ pub(crate) async fn hold<T: Transport>(
     writer: &mut Writer<T::Send>,
 ) -> Result<(), Error> {
     let limits = &shared.config.limits;
-    let _slot = Shared::<T>::take_slot(&shared.requests, limits.max_requests)
-        .ok_or(Error::Stream(StreamCode::Internal))?;
+    let _slot = shared.request_slot().await?;
     match kind {
         BidiType::Goaway => {
             let goaway = reader
