@@ -201,19 +201,29 @@ impl Relay {
         }
         let tcp_task = self.tcp.take().map(|listener| {
             let inner = self.inner.clone();
+            let local = Some(listener.local_addr());
             tokio::spawn(async move {
                 while let Some(accepted) = listener.accept().await {
                     let inner = inner.clone();
-                    tokio::spawn(async move { inner.serve(Incoming::from(accepted)).await });
+                    let incoming = Incoming {
+                        local,
+                        ..Incoming::from(accepted)
+                    };
+                    tokio::spawn(async move { inner.serve(incoming).await });
                 }
             })
         });
+        let quic_local = self.server.local_addr().ok();
         loop {
             tokio::select! {
                 accepted = self.server.accept() => {
                     let Some(accepted) = accepted else { return Ok(()) };
                     let inner = self.inner.clone();
-                    tokio::spawn(async move { inner.serve(Incoming::from(accepted)).await });
+                    let incoming = Incoming {
+                        local: quic_local,
+                        ..Incoming::from(accepted)
+                    };
+                    tokio::spawn(async move { inner.serve(incoming).await });
                 }
                 Some(accepted) = self.websocket.recv() => {
                     let inner = self.inner.clone();
@@ -286,7 +296,8 @@ struct Incoming<T: Transport> {
     /// The request target from the URL (WebTransport, WebSocket); `None` on raw QUIC and TCP.
     path: Option<String>,
     remote: SocketAddr,
-    /// The relay's address the connection arrived on, when known.
+    /// The relay's address the connection arrived on (the listener's; `None` for WebSocket,
+    /// whose HTTP listener does not say).
     local: Option<SocketAddr>,
     kind: SessionTransport,
     server_name: Option<String>,
