@@ -12,13 +12,13 @@ use std::future::poll_fn;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use futures::stream::{FuturesUnordered, StreamExt};
 use starling_model::{GroupConsumer, StartAt, TrackConsumer};
 use starling_proto::{
     FrameHeader, GroupHeader, StreamCode, Subscribe, SubscribeResponse, SubscribeUpdate, UniType,
     Version,
 };
 use starling_transport::Transport;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
@@ -163,6 +163,7 @@ pub(crate) fn resolve<T: Transport>(
 struct InFlight {
     sequence: u64,
     abort: Abort,
+    task: JoinHandle<()>,
 }
 
 /// Stops a group stream with a reason.
@@ -199,13 +200,7 @@ async fn serve<T: Transport>(
     let mut inflight: VecDeque<InFlight> = VecDeque::new();
     // Groups above the serving cap wait here (bounded) until an update raises the cap.
     let mut held: VecDeque<GroupConsumer> = VecDeque::new();
-    // The subscription's group streams are written by futures polled in this task, not by a
-    // task each: a spawn per group was a tenth of a small-group relay's cost.
-    let mut sending = FuturesUnordered::new();
-    let start = |group: GroupConsumer,
-                 bounds: &Bounds,
-                 inflight: &mut VecDeque<InFlight>,
-                 sending: &mut FuturesUnordered<_>| {
+    let spawn = |group: GroupConsumer, bounds: &Bounds, inflight: &mut VecDeque<InFlight>| {
         while inflight.len() >= limits.max_inflight_groups.max(1) {
             if let Some(old) = inflight.pop_front() {
                 shared.stats.groups_skipped.fetch_add(1, Ordering::Relaxed);
@@ -219,18 +214,19 @@ async fn serve<T: Transport>(
         let priority = priority.clone();
         let sequence = group.sequence();
         let id = msg.id;
-        sending.push(async move {
+        let task = tokio::spawn(async move {
             send_group(task_shared, id, group, last_frame, priority, task_abort).await;
-            sequence
         });
-        inflight.push_back(InFlight { sequence, abort });
+        inflight.push_back(InFlight {
+            sequence,
+            abort,
+            task,
+        });
     };
 
     let outcome: Result<Option<u64>, Error> = loop {
+        inflight.retain(|g| !g.task.is_finished());
         tokio::select! {
-            Some(sent) = sending.next(), if !sending.is_empty() => {
-                inflight.retain(|g| g.sequence != sent);
-            }
             update = reader.message::<SubscribeUpdate>(limits.max_control_message) => {
                 match update {
                     Ok(Some(update)) => {
@@ -240,7 +236,7 @@ async fn serve<T: Transport>(
                             held.drain(..).partition(|g| bounds.within(g.sequence()));
                         held.extend(still);
                         for group in ready {
-                            start(group, &bounds, &mut inflight, &mut sending);
+                            spawn(group, &bounds, &mut inflight);
                         }
                     }
                     Ok(None) => {
@@ -248,7 +244,6 @@ async fn serve<T: Transport>(
                         for g in inflight.drain(..) {
                             g.abort.abort(StreamCode::Cancelled);
                         }
-                        while sending.next().await.is_some() {}
                         writer.finish()?;
                         return Ok(());
                     }
@@ -270,7 +265,7 @@ async fn serve<T: Transport>(
                             started = true;
                             writer.typed(&SubscribeResponse::Start { group: group.sequence() }).await?;
                         }
-                        start(group, &bounds, &mut inflight, &mut sending);
+                        spawn(group, &bounds, &mut inflight);
                     }
                     Ok(None) => break Ok(track.end()),
                     Err(code) => break Err(Error::Stream(code)),
@@ -284,7 +279,9 @@ async fn serve<T: Transport>(
             // The track finished: announce the exclusive end, let in-flight groups complete.
             let end = end.unwrap_or_else(|| inflight.back().map(|g| g.sequence + 1).unwrap_or(0));
             writer.typed(&SubscribeResponse::End { group: end }).await?;
-            while sending.next().await.is_some() {}
+            for g in inflight.drain(..) {
+                let _ = g.task.await;
+            }
             writer.finish()?;
             // Hold our side until the subscriber FINs or resets.
             let _ = reader.finished().await;
@@ -294,8 +291,6 @@ async fn serve<T: Transport>(
             for g in inflight.drain(..) {
                 g.abort.abort(err.stream_code());
             }
-            // Each stops at its abort and resets its stream with the code.
-            while sending.next().await.is_some() {}
             Err(err)
         }
     }
