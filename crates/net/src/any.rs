@@ -130,7 +130,7 @@ impl SendStream for AnySend {
         }
     }
 
-    async fn write_chunks(&mut self, chunks: Vec<Bytes>) -> Result<(), TransportError> {
+    async fn write_chunks(&mut self, chunks: &mut [Bytes]) -> Result<(), TransportError> {
         match self {
             AnySend::Quic(s) => s.write_chunks(chunks).await,
             AnySend::Qmux(s) => s.write_chunks(chunks).await,

@@ -83,14 +83,14 @@ impl SendStream for QuicSendStream {
         }
     }
 
-    async fn write_chunks(&mut self, mut chunks: Vec<Bytes>) -> Result<(), TransportError> {
+    async fn write_chunks(&mut self, chunks: &mut [Bytes]) -> Result<(), TransportError> {
         match &mut self.inner {
             SendInner::Raw(s) => {
-                let res = s.write_all_chunks(&mut chunks).await;
+                let res = s.write_all_chunks(chunks).await;
                 res.map_err(|e| self.raw_write_error(e))
             }
             SendInner::Wt(s) => {
-                let res = s.write_all_chunks(&mut chunks).await;
+                let res = s.write_all_chunks(chunks).await;
                 res.map_err(|e| self.wt_write_error(e))
             }
         }

@@ -54,18 +54,14 @@ impl<S: SendStream> Writer<S> {
     /// Write what is queued and then a payload, without copying the payload, in one
     /// transport write.
     pub async fn write_payload(&mut self, payload: Bytes) -> Result<(), Error> {
-        let mut chunks = Vec::with_capacity(2);
-        if !self.buf.is_empty() {
-            chunks.push(self.buf.split().freeze());
+        if self.buf.is_empty() {
+            if !payload.is_empty() {
+                self.stream.write(payload).await?;
+            }
+            return Ok(());
         }
-        if !payload.is_empty() {
-            chunks.push(payload);
-        }
-        match chunks.len() {
-            0 => {}
-            1 => self.stream.write(chunks.pop().expect("one chunk")).await?,
-            _ => self.stream.write_chunks(chunks).await?,
-        }
+        let mut chunks = [self.buf.split().freeze(), payload];
+        self.stream.write_chunks(&mut chunks).await?;
         Ok(())
     }
 

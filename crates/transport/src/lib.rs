@@ -75,13 +75,14 @@ pub trait SendStream: Send + 'static {
     fn write(&mut self, chunk: Bytes) -> impl Future<Output = Result<(), TransportError>> + Send;
     /// Queue several chunks in order, as one write where the transport can (a frame header
     /// and its payload, say): one lock and one wake instead of one per chunk.
+    /// The chunks are taken (left empty) as they are written.
     fn write_chunks(
         &mut self,
-        chunks: Vec<Bytes>,
+        chunks: &mut [Bytes],
     ) -> impl Future<Output = Result<(), TransportError>> + Send {
         async move {
             for chunk in chunks {
-                self.write(chunk).await?;
+                self.write(std::mem::take(chunk)).await?;
             }
             Ok(())
         }

@@ -274,10 +274,10 @@ pub struct MemSend(Pipe);
 
 impl SendStream for MemSend {
     async fn write(&mut self, chunk: Bytes) -> Result<(), TransportError> {
-        self.write_chunks(vec![chunk]).await
+        self.write_chunks(&mut [chunk]).await
     }
 
-    async fn write_chunks(&mut self, chunks: Vec<Bytes>) -> Result<(), TransportError> {
+    async fn write_chunks(&mut self, chunks: &mut [Bytes]) -> Result<(), TransportError> {
         poll_fn(|cx| {
             let mut s = self.0 .0.lock().unwrap();
             if let Some(err) = &s.closed {
@@ -298,9 +298,9 @@ impl SendStream for MemSend {
         .await?;
         let mut s = self.0 .0.lock().unwrap();
         if !s.reader_done {
-            for chunk in chunks.into_iter().filter(|c| !c.is_empty()) {
+            for chunk in chunks.iter_mut().filter(|c| !c.is_empty()) {
                 s.buffered += chunk.len();
-                s.chunks.push_back(chunk);
+                s.chunks.push_back(std::mem::take(chunk));
             }
         }
         s.readers.wake();
@@ -438,7 +438,7 @@ mod tests {
     async fn chunks_written_together_arrive_in_order() {
         let (a, b) = pair();
         let mut send = a.open_uni().await.unwrap();
-        send.write_chunks(vec![
+        send.write_chunks(&mut [
             Bytes::from_static(b"head"),
             Bytes::new(),
             Bytes::from_static(b"er+"),

@@ -227,32 +227,29 @@ pub struct QmuxSendStream {
 
 impl SendStream for QmuxSendStream {
     async fn write(&mut self, chunk: Bytes) -> Result<(), TransportError> {
-        self.write_chunks(vec![chunk]).await
+        self.write_chunks(&mut [chunk]).await
     }
 
-    async fn write_chunks(&mut self, chunks: Vec<Bytes>) -> Result<(), TransportError> {
+    async fn write_chunks(&mut self, chunks: &mut [Bytes]) -> Result<(), TransportError> {
         let id = self.id;
-        let mut chunks = std::collections::VecDeque::from(chunks);
         poll_fn(|cx| {
             let mut inner = self.shared.lock();
             let closed_locally = inner.closed_locally;
-            while let Some(chunk) = chunks.front_mut() {
-                if chunk.is_empty() {
-                    chunks.pop_front();
-                    continue;
-                }
-                match inner.conn.write(id, chunk.clone()) {
-                    Ok(n) => {
-                        let _ = chunk.split_to(n);
-                    }
-                    Err(StreamError::Blocked) => {
-                        inner.send.entry(id).or_default().register(cx);
-                        inner.process();
-                        return Poll::Pending;
-                    }
-                    Err(e) => {
-                        inner.process();
-                        return Poll::Ready(Err(stream_error(e, closed_locally)));
+            for chunk in chunks.iter_mut() {
+                while !chunk.is_empty() {
+                    match inner.conn.write(id, chunk.clone()) {
+                        Ok(n) => {
+                            let _ = chunk.split_to(n);
+                        }
+                        Err(StreamError::Blocked) => {
+                            inner.send.entry(id).or_default().register(cx);
+                            inner.process();
+                            return Poll::Pending;
+                        }
+                        Err(e) => {
+                            inner.process();
+                            return Poll::Ready(Err(stream_error(e, closed_locally)));
+                        }
                     }
                 }
             }
