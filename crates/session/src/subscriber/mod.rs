@@ -44,25 +44,17 @@ pub(crate) async fn serve_requests<T: Transport>(
     }
 }
 
-/// Pull one track from the peer: TRACK for its info and SUBSCRIBE at once (the publisher does
-/// not need TRACK first, spec §4.5, so the first group is one round trip away, not two), then
-/// follow the subscription until no reader is left.
+/// Pull one track from the peer: TRACK for its info, then SUBSCRIBE until no reader is left.
 async fn pull<T: Transport>(
     shared: &Arc<Shared<T>>,
     wire: &Path,
     track: &Arc<TrackProducer>,
 ) -> Result<(), Error> {
     let limits = &shared.config.limits;
-    let needs_info = track.info().is_none();
-    let info_request = async {
-        if needs_info {
-            request_info(shared, wire, track.name()).await.map(Some)
-        } else {
-            Ok(None)
-        }
-    };
-    tokio::pin!(info_request);
-    let mut info_pending = needs_info;
+    if track.info().is_none() {
+        let info = request_info(shared, wire, track.name()).await?;
+        track.set_info(info);
+    }
 
     let id = shared.next_subscribe_id.fetch_add(1, Ordering::Relaxed);
     {
@@ -82,12 +74,10 @@ async fn pull<T: Transport>(
     let mut reader = Reader::new(recv, shared.version, &shared.budget, Rank::Control);
     writer.queue_varint(BidiType::Subscribe.code())?;
     // Readers' demand, aggregated (priority max, max age max) and clamped to the publisher's
-    // window, goes upstream; it is updated as readers with larger demands arrive. Until
-    // TRACK_INFO tells the window, the default one (5 s) stands in, and the demand is
-    // re-sent if the real one differs.
-    let mut window = track.info().unwrap_or_default().max_age_ms;
+    // window, goes upstream; it is updated as readers with larger demands arrive.
+    let window = track.info().map(|i| i.max_age_ms).unwrap_or(u64::MAX);
     let mut demand = track.demand();
-    let wanted = |demand: Demand, window: u64| SubscribeUpdate {
+    let wanted = |demand: Demand| SubscribeUpdate {
         priority: demand.priority,
         max_age_ms: demand.max_age_ms.min(window),
         group_start: None,
@@ -95,8 +85,7 @@ async fn pull<T: Transport>(
         frame_start: 0,
         frame_end: None,
     };
-    let first = wanted(demand, window);
-    let mut sent = first.clone();
+    let first = wanted(demand);
     writer
         .message(&Subscribe {
             id,
@@ -124,18 +113,6 @@ async fn pull<T: Transport>(
     tokio::pin!(unused);
     loop {
         tokio::select! {
-            info = &mut info_request, if info_pending => {
-                info_pending = false;
-                if let Some(info) = info? {
-                    track.set_info(info);
-                    window = info.max_age_ms;
-                    let now = wanted(demand, window);
-                    if now != sent {
-                        writer.message(&now).await?;
-                        sent = now;
-                    }
-                }
-            }
             response = reader.typed::<SubscribeResponse>(limits.max_control_message) => {
                 match response? {
                     Some(SubscribeResponse::Start { .. }) => {}
@@ -152,9 +129,7 @@ async fn pull<T: Transport>(
             }
             now = track.demand_changed(demand) => {
                 demand = now;
-                let now = wanted(demand, window);
-                writer.message(&now).await?;
-                sent = now;
+                writer.message(&wanted(demand)).await?;
             }
             _ = &mut unused => {
                 // Last reader gone: unsubscribe with a FIN.
