@@ -84,6 +84,16 @@ impl SendStream for QuicSendStream {
     }
 
     async fn write_chunks(&mut self, chunks: &mut [Bytes]) -> Result<(), TransportError> {
+        // quinn counts a chunk as written once it has taken bytes from it, so a trailing
+        // empty chunk would never be: leave those out.
+        let end = chunks
+            .iter()
+            .rposition(|c| !c.is_empty())
+            .map_or(0, |i| i + 1);
+        let chunks = &mut chunks[..end];
+        if chunks.is_empty() {
+            return Ok(());
+        }
         match &mut self.inner {
             SendInner::Raw(s) => {
                 let res = s.write_all_chunks(chunks).await;

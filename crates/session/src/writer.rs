@@ -54,14 +54,15 @@ impl<S: SendStream> Writer<S> {
     /// Write what is queued and then a payload, without copying the payload, in one
     /// transport write.
     pub async fn write_payload(&mut self, payload: Bytes) -> Result<(), Error> {
-        if self.buf.is_empty() {
-            if !payload.is_empty() {
-                self.stream.write(payload).await?;
+        match (self.buf.is_empty(), payload.is_empty()) {
+            (true, true) => {}
+            (true, false) => self.stream.write(payload).await?,
+            (false, true) => self.flush().await?,
+            (false, false) => {
+                let mut chunks = [self.buf.split().freeze(), payload];
+                self.stream.write_chunks(&mut chunks).await?;
             }
-            return Ok(());
         }
-        let mut chunks = [self.buf.split().freeze(), payload];
-        self.stream.write_chunks(&mut chunks).await?;
         Ok(())
     }
 
