@@ -26,6 +26,7 @@ use starling_net::{Client, ClientConfig, QuicTransport, TlsVerify};
 use starling_proto::{Path, Role, SessionCode, Version};
 use starling_relay::{Relay, RelayConfig, TlsSource};
 use starling_session::{random_hop, ClientSetup, Session, SessionConfig};
+use starling_transport::Transport;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 use url::Url;
@@ -468,11 +469,7 @@ impl StarlingPublisher {
         pacing: Pacing,
         gate: &mut Gate,
     ) -> anyhow::Result<()> {
-        let session = self.session.clone();
-        tokio::select! {
-            err = session.closed() => bail!("Starling publisher session closed: {err}"),
-            result = write_plan(&self.track, plan, pacing, gate) => result,
-        }
+        publish_while_open(&self.session, &self.track, plan, pacing, gate, "Starling").await
     }
 
     pub fn close(&self) {
@@ -494,9 +491,36 @@ pub async fn starling_subscribe(
     config.consume = Some(origin.clone());
     let (_client, session) =
         starling_connect(case, &url, &fingerprint, Role::Subscriber, config).await?;
+    read_while_open(session, &origin, &plan, &progress, "Starling").await
+}
+
+/// Write the plan on `track` while `session` (`who`'s publisher) stays open.
+pub async fn publish_while_open<T: Transport>(
+    session: &Session<T>,
+    track: &TrackProducer,
+    plan: &Plan,
+    pacing: Pacing,
+    gate: &mut Gate,
+    who: &str,
+) -> anyhow::Result<()> {
+    tokio::select! {
+        err = session.closed() => bail!("{who} publisher session closed: {err}"),
+        result = write_plan(track, plan, pacing, gate) => result,
+    }
+}
+
+/// Read the plan from what `session` (`who`'s subscriber) announces into `origin`, then
+/// close the session.
+pub async fn read_while_open<T: Transport>(
+    session: Session<T>,
+    origin: &Origin,
+    plan: &Plan,
+    progress: &ProgressTx,
+    who: &str,
+) -> anyhow::Result<Received> {
     let result = tokio::select! {
-        err = session.closed() => Err(anyhow!("Starling subscriber session closed: {err}")),
-        result = starling_read(&origin, &plan, &progress) => result,
+        err = session.closed() => Err(anyhow!("{who} subscriber session closed: {err}")),
+        result = starling_read(origin, plan, progress) => result,
     };
     session.close(SessionCode::NoError, "done");
     result

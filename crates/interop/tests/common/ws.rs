@@ -7,18 +7,18 @@
 
 use std::net::SocketAddr;
 
-use anyhow::{anyhow, bail, ensure, Context};
-use starling_model::{Origin, StartAt, TrackProducer};
+use anyhow::{ensure, Context};
+use starling_model::{Origin, TrackProducer};
 use starling_net::qmux::{connect, QmuxTransport};
 use starling_net::TlsVerify;
-use starling_proto::{Path, Role, SessionCode, Version};
+use starling_proto::{Role, SessionCode, Version};
 use starling_relay::{Relay, RelayConfig};
 use starling_session::{random_hop, ClientSetup, Session, SessionConfig};
 use url::Url;
 
 use crate::common::{
-    step, write_plan, Case, Gate, Pacing, Plan, ProgressTx, Published, Received, RecvFrame,
-    RecvGroup, BROADCAST, SYNC, TRACK,
+    publish_while_open, read_while_open, step, Case, Gate, Pacing, Plan, ProgressTx, Published,
+    Received,
 };
 
 /// A placeholder certificate pin for moq-tokio clients dialing `ws://` (no TLS involved).
@@ -143,11 +143,8 @@ impl StarlingWsPublisher {
         pacing: Pacing,
         gate: &mut Gate,
     ) -> anyhow::Result<()> {
-        let session = self.session.clone();
-        tokio::select! {
-            err = session.closed() => bail!("Starling WebSocket publisher session closed: {err}"),
-            result = write_plan(&self.track, plan, pacing, gate) => result,
-        }
+        let who = "Starling WebSocket";
+        publish_while_open(&self.session, &self.track, plan, pacing, gate, who).await
     }
 
     pub fn close(&self) {
@@ -167,79 +164,5 @@ pub async fn starling_ws_subscribe(
     let mut config = SessionConfig::new(0);
     config.consume = Some(origin.clone());
     let session = starling_ws_connect(case, &url, Role::Subscriber, config).await?;
-    let result = tokio::select! {
-        err = session.closed() => Err(anyhow!("Starling WebSocket subscriber session closed: {err}")),
-        result = read(&origin, &plan, &progress) => result,
-    };
-    session.close(SessionCode::NoError, "done");
-    result
-}
-
-async fn read(origin: &Origin, plan: &Plan, progress: &ProgressTx) -> anyhow::Result<Received> {
-    let path = Path::new(BROADCAST)?;
-    let interest = origin.interest(path.clone())?;
-    let broadcast = step(
-        "the broadcast announcement (Starling WebSocket subscriber)",
-        async {
-            let mut changed = Vec::new();
-            loop {
-                if let Some(broadcast) = origin.consume(&path, None) {
-                    return broadcast;
-                }
-                interest.changed(&mut changed).await;
-                changed.clear();
-            }
-        },
-    )
-    .await?;
-    let mut track = broadcast
-        .subscribe_track(TRACK, StartAt::default())
-        .map_err(|code| anyhow!("subscribe refused: {code:?}"))?;
-    let mut received = Received::default();
-    let mut first = true;
-    while (received.groups.len() as u64) < plan.groups {
-        let mut group = match step("the next group", track.next_group())
-            .await
-            .with_context(|| received.summary())?
-        {
-            Ok(Some(group)) => group,
-            Ok(None) => bail!("track ended after {} data groups", received.groups.len()),
-            Err(code) => bail!("track failed with {code:?}"),
-        };
-        let sequence = group.sequence();
-        ensure!(
-            !first || sequence == 0,
-            "the first group is {sequence}, expected the sync group 0"
-        );
-        let mut frames = Vec::new();
-        let mut error = None;
-        loop {
-            match step("the next frame", group.next_frame()).await? {
-                Ok(Some(frame)) => frames.push(RecvFrame {
-                    timestamp_ms: frame.timestamp,
-                    payload: frame.payload,
-                }),
-                Ok(None) => break,
-                Err(code) => {
-                    error = Some(format!("{code:?}"));
-                    break;
-                }
-            }
-        }
-        progress.send_replace(Some(sequence));
-        if first {
-            first = false;
-            ensure!(
-                error.is_none() && frames.len() == 1 && frames[0].payload == SYNC,
-                "sync group arrived as {frames:?} / {error:?}"
-            );
-            continue;
-        }
-        received.groups.push(RecvGroup {
-            sequence,
-            frames,
-            error,
-        });
-    }
-    Ok(received)
+    read_while_open(session, &origin, &plan, &progress, "Starling WebSocket").await
 }
