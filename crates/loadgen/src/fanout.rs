@@ -29,7 +29,7 @@ use crate::progress::Progress;
 use crate::publisher::{connect_publisher, run_schedule, track_name, Publication, Schedule};
 use crate::reader::{read_track, ReadContext, TrackRead};
 use crate::recorder::Recorder;
-use crate::run::{announced, stopped_or_closed, unix_ms, with_interrupt, RunOptions, Stop};
+use crate::run::{announced, interruptible, stopped_or_closed, unix_ms, RunOptions, Stop};
 use crate::summary::Summary;
 use crate::usage::UsageProbes;
 
@@ -142,8 +142,7 @@ pub async fn run(
     interrupt: impl std::future::Future<Output = ()>,
 ) -> Result<Summary, LoadError> {
     args.validate()?;
-    let stop = Stop::new();
-    with_interrupt(&stop, interrupt, run_until(args, options, stop.clone())).await
+    interruptible(interrupt, |stop| run_until(args, options, stop)).await
 }
 
 async fn run_until(

@@ -70,13 +70,15 @@ impl Stop {
     }
 }
 
-/// Run `work` to completion; if `interrupt` resolves first, trip `stop` and let `work` wind
-/// down (it watches `stop`), so an interrupted run still reports what it measured.
-pub async fn with_interrupt<T>(
-    stop: &Stop,
+/// Run `work` (given the run's [`Stop`]) to completion; if `interrupt` resolves first, trip
+/// the stop and let `work` wind down (it watches the stop), so an interrupted run still
+/// reports what it measured.
+pub async fn interruptible<T, F: std::future::Future<Output = T>>(
     interrupt: impl std::future::Future<Output = ()>,
-    work: impl std::future::Future<Output = T>,
+    work: impl FnOnce(Stop) -> F,
 ) -> T {
+    let stop = Stop::new();
+    let work = work(stop.clone());
     tokio::pin!(work);
     tokio::select! {
         out = &mut work => out,

@@ -35,7 +35,7 @@ use crate::progress::Progress;
 use crate::publisher::{connect_publisher, run_schedule, Publication, Schedule};
 use crate::reader::ReadContext;
 use crate::recorder::Recorder;
-use crate::run::{unix_ms, with_interrupt, RunOptions, Stop};
+use crate::run::{interruptible, unix_ms, RunOptions, Stop};
 use crate::summary::{Summary, TickResult};
 use crate::usage::UsageProbes;
 use follow::Follow;
@@ -135,8 +135,7 @@ pub async fn run(
     interrupt: impl std::future::Future<Output = ()>,
 ) -> Result<Summary, LoadError> {
     args.validate()?;
-    let stop = Stop::new();
-    with_interrupt(&stop, interrupt, run_until(args, options, stop.clone())).await
+    interruptible(interrupt, |stop| run_until(args, options, stop)).await
 }
 
 async fn run_until(
