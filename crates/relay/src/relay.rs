@@ -371,10 +371,7 @@ impl Inner {
             .unwrap_or_default();
         let mut facts = SessionFacts::new(auth_transport(binding), &target);
         if facts.query.is_none() {
-            facts.query = accepted
-                .path
-                .as_deref()
-                .and_then(|url| SessionFacts::new(facts.transport, url).query);
+            facts.query = accepted.path.as_deref().and_then(SessionFacts::query_of);
         }
         facts.role = accepting.setup().role;
         facts.remote = Some(remote);

@@ -30,20 +30,25 @@ pub struct SessionFacts {
 impl SessionFacts {
     /// Facts for a request target `/path?query` on `transport`.
     pub fn new(transport: TransportKind, target: &str) -> Self {
-        let (path, query) = match target.split_once('?') {
-            Some((path, query)) => (path, Some(query.to_string())),
-            None => (target, None),
-        };
+        let path = target.split_once('?').map_or(target, |(path, _)| path);
         SessionFacts {
             transport,
             path: format!("/{}", path.trim_start_matches('/')),
-            query: query.filter(|q| !q.is_empty()),
+            query: Self::query_of(target),
             role: None,
             remote: None,
             local: None,
             server_name: None,
             alpn: None,
         }
+    }
+
+    /// The non-empty raw query of a request target `/path?query`.
+    pub fn query_of(target: &str) -> Option<String> {
+        target
+            .split_once('?')
+            .map(|(_, query)| query.to_string())
+            .filter(|query| !query.is_empty())
     }
 
     /// The `jwt` query parameter, percent-decoded; the last non-empty one wins.
