@@ -1,8 +1,8 @@
 //! Protocol identifiers (ALPNs / WebTransport protocols), the binding kinds, and how a protocol is picked.
 
-/// ALPN and WebTransport protocol of moq-lite-06 (spec §1.1).
+/// ALPN and WebTransport protocol of moq-lite-06 (docs/wire.md §1.1).
 pub const MOQ_LITE_06: &str = "moq-lite-06";
-/// ALPN and WebTransport protocol of moq-lite-05 (spec §1.1).
+/// ALPN and WebTransport protocol of moq-lite-05 (docs/wire.md §1.1).
 pub const MOQ_LITE_05: &str = "moq-lite-05";
 /// The HTTP/3 ALPN, under which WebTransport runs. Servers offer it last.
 pub const H3: &str = web_transport_quinn::ALPN;
@@ -36,7 +36,7 @@ impl std::fmt::Display for Binding {
 }
 
 /// The WebTransport protocol a server answers with: the first entry of the *client's*
-/// `wt-available-protocols` list that the server supports (spec §1.3), or `None`.
+/// `wt-available-protocols` list that the server supports (docs/wire.md §1.3), or `None`.
 pub fn select_protocol<S: AsRef<str>>(offered: &[String], supported: &[S]) -> Option<String> {
     offered
         .iter()

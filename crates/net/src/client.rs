@@ -25,7 +25,7 @@ const ATTEMPT_STAGGER: Duration = Duration::from_millis(250);
 /// Largest `/certificate.sha256` body we read.
 const MAX_FINGERPRINT_BODY: usize = 4096;
 
-/// moq-lite session code VERSION_NEGOTIATION_FAILED (spec §7.1), used when a WebTransport
+/// moq-lite session code VERSION_NEGOTIATION_FAILED (docs/wire.md §7.1), used when a WebTransport
 /// server picks no protocol.
 const VERSION_NEGOTIATION_FAILED: u32 = 0x15;
 
@@ -137,7 +137,7 @@ pub struct Connected {
     pub protocol: String,
     /// Raw QUIC or WebTransport.
     pub binding: Binding,
-    /// What to send as the SETUP Path parameter: raw QUIC only (spec §1.2); `None` on
+    /// What to send as the SETUP Path parameter: raw QUIC only (docs/wire.md §1.2); `None` on
     /// WebTransport, where the path travels in the CONNECT URL.
     pub setup_path: Option<String>,
 }
@@ -353,7 +353,7 @@ impl Client {
     }
 }
 
-/// The SETUP Path for a raw-QUIC URL (spec §1.2): `path`, plus `?query` when the query is
+/// The SETUP Path for a raw-QUIC URL (docs/wire.md §1.2): `path`, plus `?query` when the query is
 /// non-empty; `None` when that is empty. The fragment is never included.
 pub fn setup_path(url: &Url) -> Option<String> {
     let path = crate::server::path_and_query(url);

@@ -1,4 +1,4 @@
-//! Wire code mapping (spec §7.3) and the translation of quinn / web-transport errors into `TransportError`.
+//! Wire code mapping (docs/wire.md §7.3) and the translation of quinn / web-transport errors into `TransportError`.
 
 use starling_transport::TransportError;
 use web_transport_quinn::proto::{error_from_http3, error_to_http3};
@@ -15,7 +15,7 @@ const H3_NO_ERROR: u64 = 0x100;
 const SHUTDOWN: u64 = 0;
 
 /// The QUIC code for a moq-lite stream code: the WebTransport mapping, used on raw QUIC
-/// too (spec §7.3; web-transport-quinn 0.13.5 would send it unmapped on raw sessions).
+/// too (docs/wire.md §7.3; web-transport-quinn 0.13.5 would send it unmapped on raw sessions).
 pub(crate) fn encode_stream_code(code: u32) -> quinn::VarInt {
     quinn::VarInt::from_u64(error_to_http3(code)).unwrap_or(quinn::VarInt::MAX)
 }
@@ -83,7 +83,7 @@ mod tests {
 
     #[test]
     fn spec_mapping_examples() {
-        // spec §7.3 table: 8-byte varints c0 00 52 e4 a4 0f a8 db + ...
+        // docs/wire.md §7.3 table: 8-byte varints c0 00 52 e4 a4 0f a8 db + ...
         assert_eq!(encode_stream_code(0).into_inner(), 0x52e4_a40f_a8db);
         assert_eq!(encode_stream_code(1).into_inner(), 0x52e4_a40f_a8dc);
         assert_eq!(encode_stream_code(0x12).into_inner(), 0x52e4_a40f_a8ed);

@@ -3,7 +3,7 @@
 //! This crate moves bytes and nothing else: no moq-lite framing lives here. A session
 //! is exposed as [`QuicTransport`], which implements [`starling_transport::Transport`];
 //! the stream codes passed to `reset`/`stop` and the session codes passed to `close` are
-//! moq-lite codes, mapped onto the wire as spec §7.3 prescribes for each binding.
+//! moq-lite codes, mapped onto the wire as docs/wire.md §7.3 prescribes for each binding.
 
 pub mod alpn;
 mod any;

@@ -9,7 +9,7 @@ use crate::codes::{decode_stream_code, encode_stream_code};
 use crate::credit::Direction;
 use crate::transport::Shared;
 
-/// The moq-lite stream code (CANCELLED, spec §7.1) sent when a stream handle is dropped
+/// The moq-lite stream code (CANCELLED, docs/wire.md §7.1) sent when a stream handle is dropped
 /// before it was finished, reset, stopped or read to the end.
 const DROP_CODE: u32 = 1;
 

@@ -18,7 +18,7 @@ use crate::stream::{QuicRecvStream, QuicSendStream};
 ///
 /// WebTransport sessions use web-transport-quinn's HTTP/3 streams, which carry the
 /// WebTransport code mapping. Raw QUIC sessions use the QUIC connection's streams
-/// directly and apply the same mapping themselves (spec §7.3), because
+/// directly and apply the same mapping themselves (docs/wire.md §7.3), because
 /// web-transport-quinn 0.13.5 sends stream codes unmapped on `Session::raw`. Session
 /// close codes are raw on raw QUIC and carried by the CLOSE_WEBTRANSPORT_SESSION capsule
 /// (plus the mapped QUIC close) on WebTransport.

@@ -341,7 +341,7 @@ async fn raw_quic_stream_codes_use_the_webtransport_mapping_on_the_wire() {
     let conn = conn.unwrap();
     let transport = accepted.unwrap().transport;
 
-    // Our reset(0x35) arrives as 0x52e4a40fa911 (spec §7.3 table).
+    // Our reset(0x35) arrives as 0x52e4a40fa911 (docs/wire.md §7.3 table).
     let mut send = within(transport.open_uni()).await.unwrap();
     send.write(Bytes::from_static(b"a")).await.unwrap();
     let mut recv = within(conn.accept_uni()).await.unwrap();

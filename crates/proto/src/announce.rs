@@ -1,5 +1,5 @@
 //! The announce stream (bidi 0x1): ANNOUNCE_REQUEST, ANNOUNCE_OK, lite-05 ANNOUNCE and lite-06
-//! typed announcements (spec moq-lite.md §4.2–§4.4; moq-lite-05-and-older.md §4.2).
+//! typed announcements (docs/wire.md §4.2–§4.4).
 
 use crate::coding::{self, DecodeError, EncodeError};
 use crate::cost::RouteCost;

@@ -1,5 +1,5 @@
 //! Codec errors and the primitive field codecs `(i)`, `(8)`, `(s)`, `(b)`, `OptGroup(i)`
-//! (spec moq-lite.md §2).
+//! (docs/wire.md §2).
 //!
 //! Readers work on a `&mut &[u8]` holding one complete message body, so running out of
 //! bytes there is [`DecodeError::Truncated`]. Writers append to a `Vec<u8>`.
@@ -56,7 +56,7 @@ pub enum DecodeError {
 }
 
 impl DecodeError {
-    /// The code to reset / stop the offending stream with (spec §7.1, §9): MALFORMED_TRACK
+    /// The code to reset / stop the offending stream with (docs/wire.md §7.1, §9): MALFORMED_TRACK
     /// (0x12) for malformed bytes, FRAME_TOO_LARGE (0x38) for an oversized frame, and
     /// INTERNAL (0x0) for our own `Unsupported`.
     ///

@@ -1,4 +1,4 @@
-//! Route cost, `Warm(i) | Cold(i)` on lite-06 ANNOUNCE_START/UPDATE (spec moq-lite.md §2, §4.4).
+//! Route cost, `Warm(i) | Cold(i)` on lite-06 ANNOUNCE_START/UPDATE (docs/wire.md §2, §4.4).
 //!
 //! Each half saturates at 2^62 - 1 on decode and on encode; both are opaque ranking data
 //! (lower warm wins, cold breaks the tie).

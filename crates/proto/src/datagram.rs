@@ -1,5 +1,5 @@
 //! DATAGRAM bodies (05+; one QUIC/WebTransport datagram or QMux DATAGRAM frame each)
-//! (spec moq-lite.md §4.10).
+//! (docs/wire.md §4.10).
 
 use bytes::{BufMut, Bytes};
 

@@ -1,5 +1,5 @@
 //! Session-close and stream-reset code registries and the WebTransport code mapping
-//! (spec moq-lite.md §7.1 and §7.3).
+//! (docs/wire.md §7.1 and §7.3).
 //!
 //! The two registries are disjoint: a code is read according to *what* failed (the
 //! connection, or one stream). Session codes always travel raw; stream codes travel

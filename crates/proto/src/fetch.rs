@@ -1,4 +1,4 @@
-//! FETCH on the fetch stream (bidi 0x3, served on 05+) (spec moq-lite.md §4.9).
+//! FETCH on the fetch stream (bidi 0x3, served on 05+) (docs/wire.md §4.9).
 //!
 //! The response is bare FRAMEs (see [`crate::group`]) with a timestamp baseline of 0,
 //! then FIN; there is no response header.

@@ -1,5 +1,5 @@
 //! Message framing for sans-IO streaming use: `Len(i) | body` and `Type(i) | Len(i) | body`
-//! (spec moq-lite.md §2 "Message framing", §9).
+//! (docs/wire.md §2 "Message framing", §9).
 //!
 //! The session keeps one buffer per stream and repeatedly asks whether a whole message is
 //! there. The `decode_*` functions return `Ok(None)` and consume nothing until the buffer

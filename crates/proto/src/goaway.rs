@@ -1,4 +1,4 @@
-//! GOAWAY on the goaway stream (bidi 0x5, 04+) (spec moq-lite.md §4.12).
+//! GOAWAY on the goaway stream (bidi 0x5, 04+) (docs/wire.md §4.12).
 
 use crate::coding::{self, DecodeError, EncodeError};
 use crate::framing::Message;

@@ -1,5 +1,5 @@
 //! The group stream (uni 0x0): GROUP header and the FRAME header shared with FETCH
-//! responses (spec moq-lite.md §4.8, §9).
+//! responses (docs/wire.md §4.8, §9).
 //!
 //! A group stream is `GROUP | FRAME* | FIN`. FRAME is **not** length-prefixed as a message:
 //! it is `Timestamp Delta ZigZag(i), Payload Length(i)` followed by the raw payload, which

@@ -1,4 +1,4 @@
-//! Hop chains, `Hops{Count(i), HopID(i)×Count}` (spec moq-lite.md §2 "Hop list", §4.4).
+//! Hop chains, `Hops{Count(i), HopID(i)×Count}` (docs/wire.md §2 "Hop list", §4.4).
 //!
 //! At most [`MAX_HOPS`] entries; a non-zero id may not repeat; id 0 ("anonymous") may.
 //! The chain excludes the sender: the receiver appends ANNOUNCE_OK's hop.

@@ -1,9 +1,9 @@
 //! Sans-IO codec for moq-lite, byte-compatible with moq-dev's moq-net 0.3.18.
 //!
 //! Everything here is plain data and pure functions: no sockets, no async, no tokio. The
-//! wire is described in `spec/moq-lite.md` (lite-06, primary) and
-//! `spec/moq-lite-05-and-older.md` (lite-05). Both versions are fully implemented; the
-//! other rows of the version table return `Unsupported` wherever their layout differs.
+//! wire (lite-06, primary, and lite-05) is described in `docs/wire.md`. Both versions are
+//! fully implemented; the other rows of the version table return `Unsupported` wherever
+//! their layout differs.
 //!
 //! Typical streaming use: keep a [`bytes::BytesMut`] per stream, append what the transport
 //! delivers, and call [`decode_message`] / [`decode_typed`] / [`decode_frame_header`] until

@@ -1,4 +1,4 @@
-//! Decoder limits (spec moq-lite.md §9): every bound a peer's bytes are checked against.
+//! Decoder limits (docs/wire.md §9): every bound a peer's bytes are checked against.
 //!
 //! The values match moq-net 0.3.18. The encoder checks the same bounds, so it never emits
 //! anything its own decoder would refuse.

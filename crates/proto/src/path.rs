@@ -1,4 +1,4 @@
-//! Normalized broadcast paths, `Path(s)` on the wire (spec moq-lite.md §2, §4.4).
+//! Normalized broadcast paths, `Path(s)` on the wire (docs/wire.md §2, §4.4).
 //!
 //! A path is a `/`-separated list of non-empty segments: leading and trailing `/` are
 //! trimmed and `//` collapses, on construction and on decode. At most

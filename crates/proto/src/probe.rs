@@ -1,4 +1,4 @@
-//! PROBE reports on the probe stream (bidi 0x4, publisher → subscriber) (spec moq-lite.md §4.11).
+//! PROBE reports on the probe stream (bidi 0x4, publisher → subscriber) (docs/wire.md §4.11).
 //!
 //! The subscriber sends only the stream type; any byte it writes after that is a decode
 //! error (the publisher resets with MALFORMED_TRACK 0x12).

@@ -1,4 +1,4 @@
-//! SETUP (uni stream 0x1, lite-05+) and its parameter bag (spec moq-lite.md §2 "Parameters",
+//! SETUP (uni stream 0x1, lite-05+) and its parameter bag (docs/wire.md §2 "Parameters",
 //! §3.2, §4.1).
 //!
 //! Parameters keep their wire order (decode then encode is byte-identical) and unknown ids

@@ -1,4 +1,4 @@
-//! Stream type varints, the first bytes of every stream (spec moq-lite.md §3.1).
+//! Stream type varints, the first bytes of every stream (docs/wire.md §3.1).
 
 use bytes::{Buf, BytesMut};
 

@@ -1,5 +1,5 @@
 //! The subscribe stream (bidi 0x2): SUBSCRIBE, SUBSCRIBE_UPDATE and the typed responses
-//! SUBSCRIBE_START / END / DROP (spec moq-lite.md §4.6, §4.7; moq-lite-05-and-older.md §4.4).
+//! SUBSCRIBE_START / END / DROP (docs/wire.md §4.6, §4.7).
 //!
 //! Start and end are held version-neutrally and translated per version:
 //!

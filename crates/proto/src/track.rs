@@ -1,4 +1,4 @@
-//! TRACK and TRACK_INFO on the track stream (bidi 0x6, 05+) (spec moq-lite.md §4.5).
+//! TRACK and TRACK_INFO on the track stream (bidi 0x6, 05+) (docs/wire.md §4.5).
 
 use crate::coding::{self, DecodeError, EncodeError};
 use crate::framing::Message;

@@ -1,4 +1,4 @@
-//! QUIC variable-length integers and the ZigZag mapping (spec moq-lite.md §2; RFC 9000 §16).
+//! QUIC variable-length integers and the ZigZag mapping (docs/wire.md §2; RFC 9000 §16).
 //!
 //! The top two bits of the first byte give the length (`00`→1, `01`→2, `10`→4, `11`→8
 //! bytes), the rest is the big-endian value. [`encode`] always writes the minimal form and

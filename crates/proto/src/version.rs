@@ -1,4 +1,4 @@
-//! The moq-lite version table and its feature gates (spec moq-lite.md §1.1 and §5).
+//! The moq-lite version table and its feature gates (docs/wire.md §1.1 and §5).
 
 use std::fmt;
 use std::str::FromStr;

@@ -1,7 +1,6 @@
-//! Golden bytes: every "Wire" example of spec/moq-lite.md §4 (lite-06), the §11 worked
-//! example, the §7.3 mapped codes, and the lite-05 worked example of
-//! spec/moq-lite-05-and-older.md §7. Each decodes to the stated values and re-encodes
-//! byte for byte.
+//! Golden bytes: the lite-06 wire examples of docs/wire.md §4, the §11 worked example, the
+//! §7.3 mapped codes, and the lite-05 bytes of §4 and §11.2 (the published notes' lite-05
+//! worked example). Each decodes to the stated values and re-encodes byte for byte.
 
 mod common;
 
@@ -20,7 +19,7 @@ fn cat(parts: &[&str]) -> String {
     parts.join(" ")
 }
 
-// ---- lite-06, spec §4 ----------------------------------------------------------------
+// ---- lite-06, docs/wire.md §4 --------------------------------------------------------
 
 #[test]
 fn setup_role_subscriber() {
@@ -379,7 +378,7 @@ fn stream_types() {
     assert_eq!(UniType::decode(&mut buf).unwrap(), Some(UniType::Setup));
 }
 
-// ---- spec §7.3: mapped stream codes --------------------------------------------------
+// ---- docs/wire.md §7.3: mapped stream codes ------------------------------------------
 
 #[test]
 fn wt_mapped_codes() {
@@ -411,7 +410,7 @@ fn wt_mapped_codes() {
     }
 }
 
-// ---- spec §11: the worked example, stream by stream ----------------------------------
+// ---- docs/wire.md §11: the worked example, stream by stream --------------------------
 
 /// Read a uni stream's type then the messages; returns the rest.
 fn uni(bytes: &str) -> (UniType, BytesMut) {
@@ -565,7 +564,7 @@ fn worked_example_lite06() {
     );
 }
 
-// ---- lite-05, moq-lite-05-and-older.md §7 ----------------------------------------------
+// ---- lite-05, docs/wire.md §4 and §11.2 --------------------------------------------
 
 #[test]
 fn worked_example_lite05() {

@@ -46,7 +46,7 @@ impl std::fmt::Display for TransportCode {
     }
 }
 
-/// A transport parameter list that cannot be accepted (spec §8.4).
+/// A transport parameter list that cannot be accepted (docs/wire.md §8.4).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ParamsError {
     #[error("transport parameters truncated")]
@@ -69,7 +69,7 @@ pub enum DecodeError {
     /// The input ended inside a frame.
     #[error("frame truncated")]
     Truncated,
-    /// A frame type QMux does not define (fatal, spec §8.3).
+    /// A frame type QMux does not define (fatal, docs/wire.md §8.3).
     #[error("unknown frame type {0:#x}")]
     UnknownType(u64),
     /// A field holds a value its frame forbids.

@@ -1,4 +1,4 @@
-//! QMux frames (spec §8.3): the QUIC v1 subset plus QX_TRANSPORT_PARAMETERS, QX_PING and DATAGRAM.
+//! QMux frames (docs/wire.md §8.3): the QUIC v1 subset plus QX_TRANSPORT_PARAMETERS, QX_PING and DATAGRAM.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 

@@ -22,7 +22,7 @@ fn golden(frame: Frame, bytes: &str) {
     assert_eq!(decode_one(&bytes).unwrap(), frame, "decode {bytes:02x?}");
 }
 
-/// The relay's WebSocket transport parameters on qmux-01 (spec §8.4), 62 bytes.
+/// The relay's WebSocket transport parameters on qmux-01 (docs/wire.md §8.4), 62 bytes.
 pub(crate) fn relay_params() -> TransportParams {
     TransportParams {
         max_idle_timeout: 30_000,

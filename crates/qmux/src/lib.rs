@@ -1,6 +1,6 @@
 //! QMux without I/O: QUIC-style streams over WebSocket messages or a TCP byte stream.
 //!
-//! Implements qmux 0.5.3's wire (spec §8): frames ([`Frame`]), transport parameters
+//! Implements qmux 0.5.3's wire (docs/wire.md §8): frames ([`Frame`]), transport parameters
 //! ([`TransportParams`]), records ([`record`]), the wire versions qmux-00/01/02
 //! ([`WireVersion`]), and a [`Connection`] state machine driven like quinn-proto: feed it
 //! records ([`Connection::handle_record`], [`Connection::handle_bytes`]) and time

@@ -1,4 +1,4 @@
-//! QX_TRANSPORT_PARAMETERS contents: the `id(i) len(i) value` list and its rules (spec §8.4).
+//! QX_TRANSPORT_PARAMETERS contents: the `id(i) len(i) value` list and its rules (docs/wire.md §8.4).
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 

@@ -1,4 +1,4 @@
-//! Records: how frames are delimited on each carrier (spec §8.2).
+//! Records: how frames are delimited on each carrier (docs/wire.md §8.2).
 //!
 //! * WebSocket ([`Framing::Message`]): one binary message is one record's frames, no size
 //!   prefix. On qmux-00 a message is exactly one frame.

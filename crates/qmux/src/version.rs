@@ -1,4 +1,4 @@
-//! QMux wire versions and the `qmux-0N.<alpn>` WebSocket subprotocol strings that select them (spec §8.1, §1.4).
+//! QMux wire versions and the `qmux-0N.<alpn>` WebSocket subprotocol strings that select them (docs/wire.md §8.1, §1.4).
 
 /// The QMux wire format a connection speaks.
 ///

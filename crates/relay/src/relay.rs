@@ -360,7 +360,7 @@ impl Inner {
             }
         };
         // Raw QUIC names its target in the SETUP Path; WebTransport in the CONNECT URL, unless
-        // the client also sent a SETUP Path, which wins as it does in moq-tokio (spec §1.3).
+        // the client also sent a SETUP Path, which wins as it does in moq-tokio (docs/wire.md §1.3).
         // A SETUP Path without a query keeps the URL's credential.
         let target = accepting
             .setup()

@@ -3,7 +3,7 @@
 //! Every stream reader charges the bytes it buffers (a header or payload not yet whole) to its
 //! connection's budget and releases them once the unit completes. Nothing is evicted while the
 //! budget has room. When a charge would overflow it, the lowest-ranked reader holding bytes is
-//! evicted (design.md rule 5): control streams rank highest; data streams whose header is not
+//! evicted (docs/design.md rule 5): control streams rank highest; data streams whose header is not
 //! yet decoded rank lowest; the rest rank by subscription priority, then by group sequence, so
 //! the group that would be delivered last (the oldest, as newest groups go first) goes first.
 //! An evicted reader stops its stream with EVICTED and its bytes return to the budget at once.

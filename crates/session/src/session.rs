@@ -193,7 +193,7 @@ pub struct Accepting<T: Transport> {
 }
 
 impl<T: Transport> Accepting<T> {
-    /// Read the client's SETUP (spec §3.2): it must come first, within the handshake timeout.
+    /// Read the client's SETUP (docs/wire.md §3.2): it must come first, within the handshake timeout.
     pub async fn new(
         transport: T,
         version: Version,
@@ -270,7 +270,7 @@ async fn handshake<T: Transport>(
     result
 }
 
-/// We report PROBEs when the transport measures an RTT (spec §4.1 Probe).
+/// We report PROBEs when the transport measures an RTT (docs/wire.md §4.1 Probe).
 fn advertise_probe<T: Transport>(transport: &T, setup: &mut Setup) {
     if transport.rtt_ms().is_some() {
         setup.set_probe(ProbeLevel::Report);
@@ -402,7 +402,7 @@ impl<T: Transport> Session<T> {
     }
 
     /// Ask the peer to reconnect (to `uri`, or here when empty) and stop opening requests; the
-    /// session keeps serving what is open. A second call does nothing (spec §4.12).
+    /// session keeps serving what is open. A second call does nothing (docs/wire.md §4.12).
     pub async fn goaway(&self, uri: &str) -> Result<(), Error> {
         if !self.shared.version.has_goaway() || self.shared.goaway_sent.swap(true, Ordering::AcqRel)
         {

@@ -1,5 +1,5 @@
 //! QMux: moq-lite over WebSocket (`ws://`, `wss://`) and plain TCP (`tcp://`), the fallback
-//! for networks without UDP (spec §1.4, §1.5, §8).
+//! for networks without UDP (docs/wire.md §1.4, §1.5, §8).
 //!
 //! The protocol is the sans-IO `starling_qmux::Connection`; this module only drives it: one
 //! task per connection owns the carrier (WebSocket or TCP socket) and moves records between

@@ -1,5 +1,5 @@
 //! Accepting QMux over WebSocket: an axum handler for upgrades on any path, with moq-relay's
-//! `Sec-WebSocket-Protocol` negotiation (spec §1.4), handing sessions over a channel.
+//! `Sec-WebSocket-Protocol` negotiation (docs/wire.md §1.4), handing sessions over a channel.
 
 use std::net::SocketAddr;
 use std::sync::Arc;

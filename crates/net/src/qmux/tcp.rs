@@ -1,5 +1,5 @@
 //! Accepting QMux over plain TCP: qmux-01 records, the moq ALPN negotiated in-band through
-//! `application_protocols` with the server's preference winning (spec §1.5).
+//! `application_protocols` with the server's preference winning (docs/wire.md §1.5).
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -1,5 +1,5 @@
 //! `QmuxTransport` and its streams: the application's handles on a QMux connection, as a
-//! `starling_transport::Transport`. Codes travel raw (spec §7.3, QMux row).
+//! `starling_transport::Transport`. Codes travel raw (docs/wire.md §7.3, QMux row).
 
 use std::future::poll_fn;
 use std::sync::Arc;

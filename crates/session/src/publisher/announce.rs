@@ -1,5 +1,5 @@
 //! Serving a peer's announce interest: ANNOUNCE_OK, then the live routes under its prefix as
-//! they change (spec §4.2–4.4; lite-05 status announcements, lite-06 typed with ids).
+//! they change (docs/wire.md §4.2–4.4; lite-05 status announcements, lite-06 typed with ids).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -145,7 +145,7 @@ impl View {
         path.strip_prefix(&self.prefix).unwrap_or_else(Path::empty)
     }
 
-    /// Hidden (dot-segment) paths below the requested prefix are not announced (spec §4.2).
+    /// Hidden (dot-segment) paths below the requested prefix are not announced (docs/wire.md §4.2).
     fn visible(&self, path: &Path) -> bool {
         let permitted = self.access.as_ref().is_none_or(|access| {
             path.strip_prefix(&self.root)

@@ -21,7 +21,7 @@ pub(crate) use probe::probe;
 pub(crate) use subscribe::{send_order, subscribe};
 
 /// A request stream's one message; one that fails to decode is dropped with CANCELLED, as
-/// moq-net does (spec §9).
+/// moq-net does (docs/wire.md §9).
 async fn request<T: Transport, M: starling_proto::Message>(
     shared: &Arc<Shared<T>>,
     reader: &mut Reader<T::Recv>,
@@ -33,7 +33,7 @@ async fn request<T: Transport, M: starling_proto::Message>(
         .ok_or(Error::Stream(StreamCode::Cancelled))
 }
 
-/// TRACK → TRACK_INFO, FIN (spec §4.5). The track stays read until the requester FINs, so an
+/// TRACK → TRACK_INFO, FIN (docs/wire.md §4.5). The track stays read until the requester FINs, so an
 /// upstream pulled for it is still there for the SUBSCRIBE that usually follows.
 pub(crate) async fn track<T: Transport>(
     shared: &Arc<Shared<T>>,
@@ -49,7 +49,7 @@ pub(crate) async fn track<T: Transport>(
             Ok(info) => info.map_err(Error::Stream)?,
             Err(_) => return Err(Error::Stream(StreamCode::ControlTimeout)),
         },
-        // A FIN or reset before TRACK_INFO cancels the request (spec §4.5).
+        // A FIN or reset before TRACK_INFO cancels the request (docs/wire.md §4.5).
         _ = reader.finished() => return Err(Error::Stream(StreamCode::Cancelled)),
     };
     writer.message(&info).await?;
@@ -58,7 +58,7 @@ pub(crate) async fn track<T: Transport>(
     Ok(())
 }
 
-/// FETCH → the group's frames from Frame Start, FIN (spec §4.9).
+/// FETCH → the group's frames from Frame Start, FIN (docs/wire.md §4.9).
 pub(crate) async fn fetch<T: Transport>(
     shared: &Arc<Shared<T>>,
     reader: &mut Reader<T::Recv>,
@@ -126,7 +126,7 @@ pub(crate) async fn hold<T: Transport>(
                 first
             };
             if !first {
-                // A second GOAWAY closes the session (spec §4.12).
+                // A second GOAWAY closes the session (docs/wire.md §4.12).
                 shared.fail(Error::ProtocolViolation("second GOAWAY"));
             }
             shared.goaway_received.notify_waiters();

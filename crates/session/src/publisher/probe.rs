@@ -1,4 +1,4 @@
-//! Serving a PROBE stream: reports of our send-side RTT estimate to the subscriber (spec §4.11).
+//! Serving a PROBE stream: reports of our send-side RTT estimate to the subscriber (docs/wire.md §4.11).
 //!
 //! Reports go out at once, again when the RTT moves by 25 % or more, and at least every 10 s;
 //! a metric that becomes unknown is retracted once with zeros. The subscriber sends only the

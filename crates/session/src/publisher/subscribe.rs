@@ -1,5 +1,5 @@
 //! Serving one SUBSCRIBE: reading the shared track at this subscriber's cursor and writing each
-//! group on its own stream, newest first (spec §4.6–4.8).
+//! group on its own stream, newest first (docs/wire.md §4.6–4.8).
 //!
 //! Every group stream is its own task, so a subscriber that reads slowly stalls only its own
 //! streams; the shared cache and other subscribers never wait for it. A subscription keeps a
@@ -26,7 +26,7 @@ use crate::reader::Reader;
 use crate::session::Shared;
 use crate::writer::Writer;
 
-/// Where delivery starts for a SUBSCRIBE of this version (spec §4.6 "Where delivery starts").
+/// Where delivery starts for a SUBSCRIBE of this version (docs/wire.md §4.6 "Where delivery starts").
 pub(crate) fn start_of(version: Version, msg: &Subscribe) -> StartAt {
     if version.resolves_start() {
         StartAt {
@@ -55,7 +55,7 @@ pub(crate) fn start_of(version: Version, msg: &Subscribe) -> StartAt {
     }
 }
 
-/// A subscription's start and end bounds (spec §4.6 "Frame bounds").
+/// A subscription's start and end bounds (docs/wire.md §4.6 "Frame bounds").
 struct Bounds {
     group_start: Option<u64>,
     frame_start: u64,
@@ -254,7 +254,7 @@ async fn serve<T: Transport>(
                 match next {
                     Ok(Some(group)) => {
                         if !bounds.within(group.sequence()) {
-                            // Group End is a serving cap, not a terminator (spec §4.6).
+                            // Group End is a serving cap, not a terminator (docs/wire.md §4.6).
                             if held.len() >= limits.max_inflight_groups.max(1) {
                                 held.pop_front();
                             }

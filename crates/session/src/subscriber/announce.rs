@@ -1,5 +1,5 @@
 //! Hearing the peer's announcements under a prefix and turning them into routes in our origin
-//! (spec §4.2–4.4). Each announced broadcast becomes a dynamic broadcast whose tracks this
+//! (docs/wire.md §4.2–4.4). Each announced broadcast becomes a dynamic broadcast whose tracks this
 //! session pulls from the peer on demand.
 
 use std::collections::{HashMap, HashSet};

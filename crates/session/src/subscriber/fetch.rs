@@ -1,4 +1,4 @@
-//! Fetching one group from the peer on a FETCH stream (spec §4.9): the frames arrive bare, from
+//! Fetching one group from the peer on a FETCH stream (docs/wire.md §4.9): the frames arrive bare, from
 //! the requested frame on, and the stream ends with FIN; a missing group is a reset.
 
 use std::sync::Arc;
@@ -46,7 +46,7 @@ async fn run<T: Transport>(
     let mut reader = Reader::new(recv, shared.version, &shared.budget, Rank::Control);
     writer.queue_varint(BidiType::Fetch.code())?;
     writer.message(&request).await?;
-    // Our side stays open until the response completes (spec §4.9).
+    // Our side stays open until the response completes (docs/wire.md §4.9).
     let max_frame = shared.config.model_limits.max_frame_bytes as u64;
     let mut timestamp = 0u64;
     while let Some(header) = reader.frame_header(max_frame).await? {

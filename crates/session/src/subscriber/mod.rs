@@ -152,7 +152,7 @@ impl<T: Transport> Drop for Unregister<T> {
     }
 }
 
-/// TRACK → TRACK_INFO; our side stays open until the reply arrives (spec §4.5).
+/// TRACK → TRACK_INFO; our side stays open until the reply arrives (docs/wire.md §4.5).
 async fn request_info<T: Transport>(
     shared: &Arc<Shared<T>>,
     wire: &Path,
@@ -185,7 +185,7 @@ async fn request_info<T: Transport>(
     Ok(info)
 }
 
-/// Receive one group stream into the track it belongs to (spec §4.8).
+/// Receive one group stream into the track it belongs to (docs/wire.md §4.8).
 pub(crate) async fn group<T: Transport>(shared: &Arc<Shared<T>>, reader: &mut Reader<T::Recv>) {
     let limits = &shared.config.limits;
     let header = match reader
@@ -253,7 +253,7 @@ pub(crate) async fn group<T: Transport>(shared: &Arc<Shared<T>>, reader: &mut Re
     }
 }
 
-/// One DATAGRAM: a single-frame group on an existing subscription (spec §4.10). Anything that
+/// One DATAGRAM: a single-frame group on an existing subscription (docs/wire.md §4.10). Anything that
 /// does not decode or names no subscription of ours is dropped silently.
 pub(crate) fn datagram<T: Transport>(shared: &Arc<Shared<T>>, payload: bytes::Bytes) {
     if !shared.version.has_datagrams() {
