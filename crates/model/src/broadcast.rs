@@ -87,9 +87,9 @@ impl BroadcastProducer {
             self.shared.counters.clone(),
         );
         // The broadcast keeps a reader-less handle; it does not count as a consumer.
-        let handle = producer.consume(StartAt::default());
+        let handle = producer.handle();
         let mut state = self.shared.state.lock();
-        state.tracks.insert(name.to_string(), handle.detached());
+        state.tracks.insert(name.to_string(), handle);
         producer
     }
 
@@ -150,13 +150,29 @@ pub struct BroadcastConsumer {
 impl BroadcastConsumer {
     /// A reader of track `name`, sharing the existing track when there is one.
     pub fn subscribe_track(&self, name: &str, start: StartAt) -> Result<TrackConsumer, StreamCode> {
+        self.open_track(name, Some(start))
+    }
+
+    /// A handle on track `name` that waits for its info only (a TRACK request, a FETCH): it
+    /// pulls the track like a reader and keeps it in use, but adds no demand, so a dynamic
+    /// track's upstream subscription waits for a reader of groups and carries its max age.
+    pub fn watch_track(&self, name: &str) -> Result<TrackConsumer, StreamCode> {
+        self.open_track(name, None)
+    }
+
+    /// A reader at `start`, or a watcher (`None`), of track `name`.
+    fn open_track(&self, name: &str, start: Option<StartAt>) -> Result<TrackConsumer, StreamCode> {
+        let open = |track: &TrackConsumer| match start {
+            Some(start) => track.resubscribe(start),
+            None => track.watch(),
+        };
         let mut state = self.strong.state.lock();
         if state.closed {
             return Err(StreamCode::NotFound);
         }
         if let Some(track) = state.tracks.get(name) {
             if !track.is_closed() {
-                return Ok(track.resubscribe(start));
+                return Ok(open(track));
             }
         }
         if !state.dynamic {
@@ -171,10 +187,8 @@ impl BroadcastConsumer {
         }
         let producer =
             TrackProducer::counted(name, None, self.strong.limits, self.strong.counters.clone());
-        let consumer = producer.consume(start);
-        state
-            .tracks
-            .insert(name.to_string(), consumer.resubscribe(start).detached());
+        let consumer = open(&producer.handle());
+        state.tracks.insert(name.to_string(), producer.handle());
         state.requests.push_back(producer);
         state.waiters.wake_all();
         Ok(consumer)

@@ -42,7 +42,10 @@ pub struct StartAt {
 }
 
 /// What a track's readers ask of its publisher, aggregated the way relays forward it
-/// upstream: the highest priority and the longest max age of any reader so far.
+/// upstream: the highest priority and the longest max age of any reader so far. A track has
+/// none until its first reader of groups arrives: a handle that only waits for the info (a
+/// TRACK request, a FETCH) asks nothing of the publisher, so a relay holds its upstream
+/// SUBSCRIBE until a reader's demand can go with it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Demand {
     pub priority: u8,
@@ -80,7 +83,7 @@ struct TrackState {
     /// Exclusive final sequence once the track finished.
     end: Option<u64>,
     consumers: usize,
-    demand: Demand,
+    demand: Option<Demand>,
     /// Cumulative groups, frames and bytes accepted (statistics only).
     received: Received,
     waiters: Waiters,
@@ -255,7 +258,7 @@ impl TrackProducer {
                     closed: None,
                     end: None,
                     consumers: 0,
-                    demand: Demand::default(),
+                    demand: None,
                     received: Received::default(),
                     waiters: Waiters::default(),
                     unused_waiters: Waiters::default(),
@@ -352,7 +355,13 @@ impl TrackProducer {
 
     /// A new reader.
     pub fn consume(&self, start: StartAt) -> TrackConsumer {
-        TrackConsumer::new(self.shared.clone(), start)
+        TrackConsumer::new(self.shared.clone(), start, true)
+    }
+
+    /// A handle that does not count as a reader and asks nothing of the publisher (kept by a
+    /// broadcast's track table).
+    pub(crate) fn handle(&self) -> TrackConsumer {
+        TrackConsumer::new(self.shared.clone(), StartAt::default(), false).detached()
     }
 
     /// Number of live readers.
@@ -375,23 +384,25 @@ impl TrackProducer {
         poll_fn(|cx| self.poll_unused(cx)).await
     }
 
-    /// What the readers ask for so far.
-    pub fn demand(&self) -> Demand {
+    /// What the readers ask for so far; `None` until a reader of groups arrived.
+    pub fn demand(&self) -> Option<Demand> {
         self.shared.state.lock().demand
     }
 
-    /// Ready with the demand once it differs from `seen`.
-    pub fn poll_demand(&self, cx: &mut Context<'_>, seen: Demand) -> Poll<Demand> {
+    /// Ready with the demand once there is one and it differs from `seen` (`None`: ready at
+    /// the first reader of groups).
+    pub fn poll_demand(&self, cx: &mut Context<'_>, seen: Option<Demand>) -> Poll<Demand> {
         let mut state = self.shared.state.lock();
-        if state.demand != seen {
-            Poll::Ready(state.demand)
-        } else {
-            state.demand_waiters.register(cx);
-            Poll::Pending
+        match state.demand {
+            Some(demand) if Some(demand) != seen => Poll::Ready(demand),
+            _ => {
+                state.demand_waiters.register(cx);
+                Poll::Pending
+            }
         }
     }
 
-    pub async fn demand_changed(&self, seen: Demand) -> Demand {
+    pub async fn demand_changed(&self, seen: Option<Demand>) -> Demand {
         poll_fn(|cx| self.poll_demand(cx, seen)).await
     }
 
@@ -446,17 +457,27 @@ impl Clone for TrackConsumer {
 }
 
 impl TrackConsumer {
-    fn new(shared: Arc<TrackShared>, start: StartAt) -> Self {
+    /// A counted handle at `start`; `reads_groups` adds its priority and max age to the
+    /// track's demand (a handle that only waits for the info adds nothing).
+    fn new(shared: Arc<TrackShared>, start: StartAt, reads_groups: bool) -> Self {
         {
             let mut state = shared.state.lock();
             state.consumers += 1;
-            let demand = Demand {
-                priority: state.demand.priority.max(start.priority),
-                max_age_ms: state.demand.max_age_ms.max(start.max_age_ms),
-            };
-            if demand != state.demand {
-                state.demand = demand;
-                state.demand_waiters.wake_all();
+            if reads_groups {
+                let demand = match state.demand {
+                    None => Demand {
+                        priority: start.priority,
+                        max_age_ms: start.max_age_ms,
+                    },
+                    Some(demand) => Demand {
+                        priority: demand.priority.max(start.priority),
+                        max_age_ms: demand.max_age_ms.max(start.max_age_ms),
+                    },
+                };
+                if state.demand != Some(demand) {
+                    state.demand = Some(demand);
+                    state.demand_waiters.wake_all();
+                }
             }
         }
         TrackConsumer {
@@ -496,7 +517,13 @@ impl TrackConsumer {
 
     /// A fresh reader of the same track with its own start.
     pub fn resubscribe(&self, start: StartAt) -> TrackConsumer {
-        TrackConsumer::new(self.shared.clone(), start)
+        TrackConsumer::new(self.shared.clone(), start, true)
+    }
+
+    /// A fresh handle on the same track that waits for its info only: it keeps the track in
+    /// use but asks nothing of the publisher (see [`Demand`]).
+    pub fn watch(&self) -> TrackConsumer {
+        TrackConsumer::new(self.shared.clone(), StartAt::default(), false)
     }
 
     /// The track's info once the publisher provided it.

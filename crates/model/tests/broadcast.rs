@@ -418,3 +418,73 @@ fn dropping_the_producer_closes_the_broadcast() {
         StreamCode::NotFound
     );
 }
+
+fn reader_at(priority: u8, max_age_ms: u64) -> StartAt {
+    StartAt {
+        priority,
+        max_age_ms,
+        ..StartAt::default()
+    }
+}
+
+#[test]
+fn a_watcher_pulls_the_track_and_keeps_it_used_but_asks_nothing() {
+    let b = BroadcastProducer::dynamic(Limits::default());
+    let watcher = b.consume().watch_track("video").unwrap();
+    let upstream = take_request(&b);
+    assert_eq!(
+        upstream.consumers(),
+        1,
+        "the watcher keeps the track in use"
+    );
+    assert_eq!(upstream.demand(), None, "a watcher adds no demand");
+    let (flag, w) = Flag::new();
+    assert!(upstream
+        .poll_demand(&mut Context::from_waker(&w), None)
+        .is_pending());
+
+    // The first reader of groups brings the demand, and wakes whoever waits for it.
+    let _reader = b
+        .consume()
+        .subscribe_track("video", reader_at(3, 60_000))
+        .unwrap();
+    assert!(flag.woken());
+    assert!(
+        requested(&b).is_pending(),
+        "the reader shares the watched track"
+    );
+    let first = match upstream.poll_demand(&mut Context::from_waker(&w), None) {
+        Poll::Ready(demand) => demand,
+        Poll::Pending => panic!("no demand after a reader arrived"),
+    };
+    assert_eq!((first.priority, first.max_age_ms), (3, 60_000));
+
+    // More watchers change nothing; a demanding reader raises what it exceeds only.
+    let _more = watcher.watch();
+    let _other = b.consume().watch_track("video").unwrap();
+    assert_eq!(upstream.demand(), Some(first));
+    let _urgent = b
+        .consume()
+        .subscribe_track("video", reader_at(7, 1_000))
+        .unwrap();
+    let raised = upstream.demand().unwrap();
+    assert_eq!((raised.priority, raised.max_age_ms), (7, 60_000));
+    assert!(upstream
+        .poll_demand(&mut Context::from_waker(&w), Some(raised))
+        .is_pending());
+}
+
+#[test]
+fn a_static_tracks_table_handle_asks_nothing() {
+    let b = BroadcastProducer::new(Limits::default());
+    let track = b.create_track("video", info());
+    assert_eq!(track.demand(), None);
+    let _watcher = b.consume().watch_track("video").unwrap();
+    assert_eq!(track.demand(), None);
+    let _reader = b
+        .consume()
+        .subscribe_track("video", reader_at(1, 500))
+        .unwrap();
+    let demand = track.demand().unwrap();
+    assert_eq!((demand.priority, demand.max_age_ms), (1, 500));
+}

@@ -7,7 +7,6 @@ mod subscribe;
 
 use std::sync::Arc;
 
-use starling_model::StartAt;
 use starling_proto::{BidiType, Fetch, FrameHeader, Goaway, StreamCode, Track, TrackInfo};
 use starling_transport::Transport;
 
@@ -43,7 +42,7 @@ pub(crate) async fn track<T: Transport>(
     let limits = &shared.config.limits;
     let _slot = shared.request_slot().await?;
     let msg: Track = request(shared, reader).await?;
-    let track = subscribe::resolve(shared, &msg.broadcast, &msg.track, StartAt::default())?;
+    let track = subscribe::resolve(shared, &msg.broadcast, &msg.track, None)?;
     let info: TrackInfo = tokio::select! {
         info = tokio::time::timeout(limits.request_timeout, track.info()) => match info {
             Ok(info) => info.map_err(Error::Stream)?,
@@ -67,7 +66,7 @@ pub(crate) async fn fetch<T: Transport>(
     let limits = &shared.config.limits;
     let _slot = shared.request_slot().await?;
     let msg: Fetch = request(shared, reader).await?;
-    let track = subscribe::resolve(shared, &msg.broadcast, &msg.track, StartAt::default())?;
+    let track = subscribe::resolve(shared, &msg.broadcast, &msg.track, None)?;
     let mut group = track
         .group(msg.group)
         .ok_or(Error::Stream(StreamCode::NotFound))?;

@@ -128,17 +128,18 @@ pub(crate) async fn subscribe<T: Transport>(
         shared,
         &msg.broadcast,
         &msg.track,
-        start_of(shared.version, &msg),
+        Some(start_of(shared.version, &msg)),
     )?;
     serve(shared, reader, writer, msg, track).await
 }
 
-/// Find the broadcast for a wire path and read one of its tracks.
+/// Find the broadcast for a wire path and read one of its tracks from `start`, or only watch
+/// it for its info (`None`: TRACK and FETCH, which add no demand upstream).
 pub(crate) fn resolve<T: Transport>(
     shared: &Arc<Shared<T>>,
     broadcast: &starling_proto::Path,
     track: &str,
-    start: StartAt,
+    start: Option<StartAt>,
 ) -> Result<TrackConsumer, Error> {
     let origin = shared
         .config
@@ -155,9 +156,11 @@ pub(crate) fn resolve<T: Transport>(
     let broadcast = origin
         .consume(&path, shared.peer.exclude_hop())
         .ok_or(Error::Stream(StreamCode::Unroutable))?;
-    broadcast
-        .subscribe_track(track, start)
-        .map_err(Error::Stream)
+    match start {
+        Some(start) => broadcast.subscribe_track(track, start),
+        None => broadcast.watch_track(track),
+    }
+    .map_err(Error::Stream)
 }
 
 struct InFlight {
@@ -251,6 +254,7 @@ async fn serve<T: Transport>(
                 }
             }
             next = track.next_group() => {
+                tracing::trace!(id = msg.id, next = ?next.as_ref().map(|g| g.as_ref().map(|g| g.sequence())), "subscription group");
                 match next {
                     Ok(Some(group)) => {
                         if !bounds.within(group.sequence()) {
@@ -321,6 +325,12 @@ async fn send_group<T: Transport>(
         _ = shared.cancel.cancelled() => Err(StreamCode::SessionClosed),
         result = write_group(&shared, &mut writer, subscribe_id, &mut group, last_frame, &mut priority) => result,
     };
+    tracing::trace!(
+        subscribe_id,
+        sequence = group.sequence(),
+        ?result,
+        "group stream sent"
+    );
     match result {
         Ok(()) => {
             let _ = writer.finish();

@@ -44,17 +44,40 @@ pub(crate) async fn serve_requests<T: Transport>(
     }
 }
 
-/// Pull one track from the peer: TRACK for its info, then SUBSCRIBE until no reader is left.
+/// Pull one track from the peer: TRACK for its info, then, once a reader of groups arrived,
+/// SUBSCRIBE until no reader is left.
 async fn pull<T: Transport>(
     shared: &Arc<Shared<T>>,
     wire: &Path,
     track: &Arc<TrackProducer>,
 ) -> Result<(), Error> {
     let limits = &shared.config.limits;
+    // Ready once no reader is left and none came back within the linger.
+    let unused = async {
+        loop {
+            track.unused().await;
+            tokio::time::sleep(limits.linger).await;
+            if track.consumers() == 0 {
+                return;
+            }
+        }
+    };
+    tokio::pin!(unused);
     if track.info().is_none() {
         let info = request_info(shared, wire, track.name()).await?;
         track.set_info(info);
     }
+    // A TRACK request wants the info only. The SUBSCRIBE waits for a reader of groups and
+    // carries its demand: sent earlier, it would ask for the live edge only, and a publisher
+    // that honours that skips every group the reader's max age reaches back to (moq-net drops
+    // them as stale), while the SUBSCRIBE_UPDATE with the real max age is still on its way.
+    let mut demand = tokio::select! {
+        demand = track.demand_changed(None) => demand,
+        _ = &mut unused => {
+            track.abort(StreamCode::Cancelled);
+            return Ok(());
+        }
+    };
 
     let id = shared.next_subscribe_id.fetch_add(1, Ordering::Relaxed);
     {
@@ -76,7 +99,6 @@ async fn pull<T: Transport>(
     // Readers' demand, aggregated (priority max, max age max) and clamped to the publisher's
     // window, goes upstream; it is updated as readers with larger demands arrive.
     let window = track.info().map(|i| i.max_age_ms).unwrap_or(u64::MAX);
-    let mut demand = track.demand();
     let wanted = |demand: Demand| SubscribeUpdate {
         priority: demand.priority,
         max_age_ms: demand.max_age_ms.min(window),
@@ -101,16 +123,6 @@ async fn pull<T: Transport>(
         .await?;
 
     let mut ended = false;
-    let unused = async {
-        loop {
-            track.unused().await;
-            tokio::time::sleep(limits.linger).await;
-            if track.consumers() == 0 {
-                return;
-            }
-        }
-    };
-    tokio::pin!(unused);
     loop {
         tokio::select! {
             response = reader.typed::<SubscribeResponse>(limits.max_control_message) => {
@@ -127,7 +139,7 @@ async fn pull<T: Transport>(
                     }
                 }
             }
-            now = track.demand_changed(demand) => {
+            now = track.demand_changed(Some(demand)) => {
                 demand = now;
                 writer.message(&wanted(demand)).await?;
             }
@@ -209,7 +221,14 @@ pub(crate) async fn group<T: Transport>(shared: &Arc<Shared<T>>, reader: &mut Re
         priority: 0,
         sequence: header.sequence,
     });
-    let mut group = match track.create_group(header.sequence) {
+    let created = track.create_group(header.sequence);
+    tracing::trace!(
+        track = track.name(),
+        sequence = header.sequence,
+        ok = created.is_ok(),
+        "upstream group stream"
+    );
+    let mut group = match created {
         Ok(group) => group,
         Err(err) => {
             reader.stop(err.stream_code().to_code());

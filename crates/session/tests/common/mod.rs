@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use starling_model::{
-    BroadcastProducer, Frame, Limits, Origin, Route, RouteHandle, TrackConsumer, TrackInfo,
-    TrackProducer,
+    BroadcastProducer, Frame, Limits, Origin, Route, RouteHandle, StartAt, TrackConsumer,
+    TrackInfo, TrackProducer,
 };
 use starling_proto::{Path, Version};
 use starling_session::{random_hop, Accepting, ClientSetup, Session, SessionConfig};
@@ -132,15 +132,18 @@ pub async fn subscriber(relay: &Relay, version: Version) -> Subscriber {
 }
 
 impl Subscriber {
-    /// Wait until `name` is announced, then read `track` from it.
+    /// Wait until `name` is announced, then read `track` from it at the live edge.
     pub async fn track(&self, name: &str, track: &str) -> TrackConsumer {
+        self.track_from(name, track, Default::default()).await
+    }
+
+    /// Wait until `name` is announced, then read `track` from it at `start`.
+    pub async fn track_from(&self, name: &str, track: &str, start: StartAt) -> TrackConsumer {
         let interest = self.origin.interest(Path::empty()).unwrap();
         let mut changed = Vec::new();
         loop {
             if let Some(b) = self.origin.consume(&path(name), None) {
-                return b
-                    .subscribe_track(track, Default::default())
-                    .expect("subscribe");
+                return b.subscribe_track(track, start).expect("subscribe");
             }
             tokio::time::timeout(TIMEOUT, interest.changed(&mut changed))
                 .await
