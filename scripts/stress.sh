@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Stress mode for the interop suites: runs every interop test binary RUNS times, PARALLEL
+# Stress mode for the interop suites: runs every test binary that talks to a published
+# moq-dev peer (the starling-interop suites, the QMux loopback against moq-tokio, the relay
+# deciding through `moq auth serve`) RUNS times, PARALLEL
 # copies at once, while LOAD busy loops (default: one per core) compete for the CPU, so the
 # scheduler interleaves publishers, relays and subscribers in ways an idle machine never
 # does. Every failing run's output is kept; the script exits non-zero when any run failed.
@@ -16,7 +18,7 @@ RUNS="${1:-200}"
 PARALLEL="${2:-4}"
 LOAD="${LOAD:-$(nproc)}"
 OUT=target/stress
-BINARIES="${BINARIES:-moq_dev_via_starling_relay starling_fanout starling_via_moq_relay websocket_moq_tokio_via_starling websocket_starling_via_moq_relay}"
+BINARIES="${BINARIES:-moq_dev_via_starling_relay starling_fanout starling_via_moq_relay websocket_moq_tokio_via_starling websocket_starling_via_moq_relay qmux_loopback auth_moq_serve}"
 
 scripts/install-peers.sh >/dev/null
 CACHE="${STARLING_CACHE:-$HOME/.cache/starling}"
@@ -27,7 +29,8 @@ export STARLING_MOQ_CLI="${STARLING_MOQ_CLI:-$CACHE/moq-cli-0.14.10/bin/moq}"
 declare -A EXE
 while IFS=$'\t' read -r name path; do
     EXE[$name]=$path
-done < <(cargo test -p starling-interop --locked --no-run --message-format=json 2>/dev/null |
+done < <(cargo test -p starling-interop -p starling-net -p starling-relay --locked --no-run \
+    --message-format=json 2>/dev/null |
     python3 -c '
 import json, sys
 for line in sys.stdin:

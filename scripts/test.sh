@@ -1,19 +1,57 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh machine: installs the reference peers (cached under
-# $HOME/.cache/starling), then checks formatting and lints, then runs every test.
-set -euo pipefail
+# $HOME/.cache/starling) and the browser suite's Chromium and npm packages, checks formatting
+# and lints, then runs every test. Every group runs to its end and every failing test binary
+# is reported (cargo's --no-fail-fast), so one failure cannot hide another; the exit status is
+# non-zero when any group failed.
+set -uo pipefail
 cd "$(dirname "$0")/.."
 
 # A fresh checkout builds everything once: incremental state would only take disk (CI's
 # disk is what ran out before, with ~40 test binaries).
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 
-scripts/install-peers.sh
+started=$SECONDS
+failed=()
+group() {
+    local name="$1"
+    shift
+    local t0=$SECONDS
+    echo "=== $name"
+    if "$@"; then
+        echo "=== $name: ok ($((SECONDS - t0)) s)"
+    else
+        echo "=== $name: FAILED ($((SECONDS - t0)) s)"
+        failed+=("$name")
+    fi
+}
+
+# Chromium comes from Debian and the page's packages from npm: mostly waiting on the
+# network, so it runs beside the Rust build instead of after it.
+mkdir -p target
+scripts/install-browser.sh >target/install-browser.log 2>&1 &
+browser_install=$!
+
+group "install reference peers" scripts/install-peers.sh
 CACHE="${STARLING_CACHE:-$HOME/.cache/starling}"
 export STARLING_MOQ_RELAY="$CACHE/moq-relay-0.17.10/bin/moq-relay"
 export STARLING_MOQ_CLI="$CACHE/moq-cli-0.14.10/bin/moq"
 
-cargo fmt --all -- --check
-cargo clippy --workspace --all-targets --locked -- -D warnings
-cargo test --workspace --locked
-(set -e; scripts/install-browser.sh; node --test tests/browser/*.test.mjs)
+group "cargo fmt" cargo fmt --all -- --check
+group "cargo clippy" cargo clippy --workspace --all-targets --locked -- -D warnings
+group "cargo test" cargo test --workspace --locked --no-fail-fast
+
+browser() {
+    local ok=0
+    wait "$browser_install" || ok=$?
+    cat target/install-browser.log
+    [ "$ok" -eq 0 ] && node --test tests/browser/*.test.mjs
+}
+group "browser tests" browser
+
+echo "=== test.sh: $((SECONDS - started)) s"
+if [ "${#failed[@]}" -gt 0 ]; then
+    echo "=== FAILED: ${failed[*]}"
+    exit 1
+fi
+echo "=== all groups passed"

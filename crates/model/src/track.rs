@@ -9,6 +9,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::future::poll_fn;
+use std::ops::Range;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -337,6 +338,30 @@ impl TrackProducer {
 
     pub fn latest_sequence(&self) -> Option<u64> {
         self.shared.state.lock().latest.map(|(s, _)| s)
+    }
+
+    /// Ready once every sequence in `range` has arrived: it is cached, or it is at or below
+    /// the highest group that left the cache (nothing there is accepted again). Costs at most
+    /// one lookup per cached group, however wide the range.
+    pub fn poll_arrived(&self, cx: &mut Context<'_>, range: Range<u64>) -> Poll<()> {
+        let mut state = self.shared.state.lock();
+        let start = match state.expired_through {
+            Some(through) => range.start.max(through.saturating_add(1)),
+            None => range.start,
+        };
+        let owed = range.end.saturating_sub(start);
+        let arrived = owed <= state.by_sequence.len() as u64
+            && (start..range.end).all(|sequence| state.by_sequence.contains_key(&sequence));
+        if arrived {
+            Poll::Ready(())
+        } else {
+            state.waiters.register(cx);
+            Poll::Pending
+        }
+    }
+
+    pub async fn arrived(&self, range: Range<u64>) {
+        poll_fn(|cx| self.poll_arrived(cx, range.clone())).await
     }
 
     /// The track is complete: readers get every cached group, then the end.

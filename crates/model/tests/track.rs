@@ -1193,3 +1193,32 @@ proptest! {
         run(cfg, ops, true);
     }
 }
+
+#[test]
+fn arrived_waits_for_every_owed_sequence_and_counts_what_left_the_cache() {
+    let limits = Limits {
+        max_cached_groups: 2,
+        ..Limits::default()
+    };
+    let t = track(Some(ageless()), limits);
+    let (flag, w) = Flag::new();
+    let mut cx = Context::from_waker(&w);
+    assert!(t.poll_arrived(&mut cx, 0..0).is_ready(), "nothing owed");
+    assert!(t.poll_arrived(&mut cx, 0..3).is_pending());
+    for seq in [2, 0] {
+        group_with(&t, seq, seq, 1).finish();
+    }
+    assert!(flag.woken(), "an arrival wakes the waiter");
+    assert!(
+        t.poll_arrived(&mut cx, 0..3).is_pending(),
+        "1 is still owed"
+    );
+    // Groups 3 and 4 push 0 and 2 out of the two-group cache: what left counts as arrived,
+    // and 1 (below what left) can never be accepted again, so nothing below 5 is owed.
+    for seq in [3, 4] {
+        group_with(&t, seq, seq, 1).finish();
+    }
+    assert!(t.poll_arrived(&mut cx, 0..5).is_ready());
+    // A range far wider than the cache is owed without walking it.
+    assert!(t.poll_arrived(&mut cx, 0..u64::MAX).is_pending());
+}

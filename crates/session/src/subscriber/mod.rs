@@ -6,6 +6,7 @@ mod fetch;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
 use starling_model::{BroadcastProducer, Demand, Frame, TrackProducer};
 use starling_proto::{
@@ -122,17 +123,37 @@ async fn pull<T: Transport>(
         })
         .await?;
 
-    let mut ended = false;
+    // The first group the publisher serves (SUBSCRIBE_START) and the exclusive end
+    // (SUBSCRIBE_END): the groups between them are owed.
+    let mut first = None;
+    let mut end = None;
     loop {
         tokio::select! {
             response = reader.typed::<SubscribeResponse>(limits.max_control_message) => {
                 match response? {
-                    Some(SubscribeResponse::Start { .. }) => {}
-                    Some(SubscribeResponse::End { .. }) => ended = true,
+                    Some(SubscribeResponse::Start { group }) => first = first.or(Some(group)),
+                    Some(SubscribeResponse::End { group }) => end = Some(group),
                     Some(SubscribeResponse::Drop { .. }) => {}
                     None => {
-                        if !ended {
+                        let Some(end) = end else {
                             return Err(Error::ProtocolViolation("subscribe FIN without END"));
+                        };
+                        if let Some(first) = first {
+                            // QUIC does not order streams: a group stream the publisher opened
+                            // before its END can reach us after the FIN. The subscription stays
+                            // routable until every owed group arrived, or for a grace (the max
+                            // age asked for, else 1 s), as moq-net waits for its owed groups.
+                            let grace = match demand.max_age_ms.min(window) {
+                                0 => OWED_GROUP_GRACE,
+                                ms => Duration::from_millis(ms),
+                            };
+                            tokio::select! {
+                                _ = track.arrived(first..end) => {}
+                                _ = tokio::time::sleep(grace) => {
+                                    tracing::debug!(track = track.name(), first, end, "owed groups never arrived");
+                                }
+                                _ = &mut unused => {}
+                            }
                         }
                         track.finish();
                         return Ok(());
@@ -152,6 +173,9 @@ async fn pull<T: Transport>(
         }
     }
 }
+
+/// How long an ended subscription waits for an owed group stream when it asked for no max age.
+const OWED_GROUP_GRACE: Duration = Duration::from_secs(1);
 
 struct Unregister<T: Transport> {
     shared: Arc<Shared<T>>,
