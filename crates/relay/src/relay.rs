@@ -87,11 +87,13 @@ impl Relay {
         };
         let fingerprint = certificate.fingerprint_hex();
         let alpns: Vec<&str> = config.versions.iter().map(|v| v.alpn()).collect();
-        let server = Server::bind(
+        let (server, http) = bind_quic_and_http(
             ServerConfig::new(certificate)
                 .with_bind(config.bind)
                 .with_alpns(&alpns),
-        )?;
+            config.http,
+        )
+        .await?;
         let (websocket, websocket_sessions) = websocket_acceptor(&alpns);
         let tcp = match config.listen_tcp {
             Some(addr) => {
@@ -101,14 +103,6 @@ impl Relay {
                 Some(QmuxTcpListener::bind(addr, &alpns).await?)
             }
             None => None,
-        };
-        let http = if config.http {
-            let port = server.local_addr()?.port();
-            let mut addr = config.bind;
-            addr.set_port(port);
-            Some(bind_tcp(addr).await?)
-        } else {
-            None
         };
         Ok(Relay {
             server,
@@ -274,6 +268,41 @@ fn auth_transport(binding: SessionTransport) -> TransportKind {
         SessionTransport::Quic | SessionTransport::WebTransport => TransportKind::Quic,
         SessionTransport::WebSocket => TransportKind::WebSocket,
         SessionTransport::Tcp => TransportKind::Tcp,
+    }
+}
+
+/// How many times a relay asked for any port (0) picks again when the free UDP port's TCP twin
+/// is taken.
+const PORT_PICKS: usize = 64;
+
+/// Bind QUIC on the configured address and, with `http`, the TCP listener on the port with
+/// the same number. Asked for any port (0), the UDP port the system picks may have its TCP
+/// twin taken by another program: then both are let go and another port is picked.
+async fn bind_quic_and_http(
+    config: ServerConfig,
+    http: bool,
+) -> Result<(Server, Option<tokio::net::TcpListener>), RelayError> {
+    let picks = if http && config.bind.port() == 0 {
+        PORT_PICKS
+    } else {
+        1
+    };
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let server = Server::bind(config.clone())?;
+        if !http {
+            return Ok((server, None));
+        }
+        let mut addr = config.bind;
+        addr.set_port(server.local_addr()?.port());
+        match bind_tcp(addr).await {
+            Ok(listener) => return Ok((server, Some(listener))),
+            Err(err) if err.kind() == std::io::ErrorKind::AddrInUse && attempt < picks => {
+                tracing::debug!(%addr, "the picked port's TCP twin is taken; picking again");
+            }
+            Err(err) => return Err(err.into()),
+        }
     }
 }
 
