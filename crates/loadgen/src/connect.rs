@@ -7,11 +7,10 @@
 //! `starling subscribe`'s: the system roots, `--tls-root FILE`, or `--tls-disable-verify`.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use clap::Args;
 use starling_net::qmux::QmuxConnectError;
-use starling_net::{AnyTransport, Client, ClientConfig, ClientError, TlsVerify};
+use starling_net::{AnyTransport, ClientError, DialConfig, DialError, TlsVerify};
 use starling_proto::{Role, Version};
 use starling_session::{random_hop, ClientSetup, Session, SessionConfig};
 use url::Url;
@@ -47,10 +46,10 @@ impl Default for ConnectArgs {
 /// Why a connection could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
-    #[error("QUIC: {0}")]
-    Quic(#[from] ClientError),
-    #[error("QMux: {0}")]
-    Qmux(#[from] QmuxConnectError),
+    #[error("client endpoint: {0}")]
+    Endpoint(#[from] ClientError),
+    #[error("{0}")]
+    Dial(#[from] DialError),
     #[error("the relay negotiated an unsupported protocol {0:?}")]
     Protocol(String),
     #[error("moq-lite handshake: {0}")]
@@ -61,25 +60,21 @@ impl ConnectError {
     /// A stable name for counting errors by kind.
     pub fn kind(&self) -> String {
         match self {
-            ConnectError::Quic(ClientError::Timeout)
-            | ConnectError::Qmux(QmuxConnectError::Timeout) => "connect_timeout".into(),
-            ConnectError::Quic(_) => "connect_quic".into(),
-            ConnectError::Qmux(QmuxConnectError::HttpStatus(status)) => {
+            ConnectError::Dial(err) if err.is_timeout() => "connect_timeout".into(),
+            ConnectError::Dial(DialError::Qmux(QmuxConnectError::HttpStatus(status))) => {
                 format!("connect_ws_http_{status}")
             }
-            ConnectError::Qmux(_) => "connect_qmux".into(),
+            ConnectError::Dial(DialError::Qmux(_)) => "connect_qmux".into(),
+            ConnectError::Dial(_) | ConnectError::Endpoint(_) => "connect_quic".into(),
             ConnectError::Protocol(_) => "connect_protocol".into(),
             ConnectError::Handshake(_) => "handshake".into(),
         }
     }
 }
 
-/// Dials sessions; shared by every task of a run.
+/// Dials sessions; shared by every task of a run. One explicit binding per URL: no racing.
 pub struct Dialer {
-    clients: Vec<Client>,
-    next: AtomicUsize,
-    alpns: Vec<String>,
-    tls: TlsVerify,
+    dialer: starling_net::Dialer,
 }
 
 impl Dialer {
@@ -90,7 +85,7 @@ impl Dialer {
         } else {
             args.versions.clone()
         };
-        let alpns: Vec<String> = versions.iter().map(|v| v.alpn().to_string()).collect();
+        let alpns: Vec<&str> = versions.iter().map(|v| v.alpn()).collect();
         let tls = if args.tls_disable_verify {
             TlsVerify::Disabled
         } else if let Some(root) = &args.tls_root {
@@ -98,20 +93,13 @@ impl Dialer {
         } else {
             TlsVerify::System
         };
-        let clients = (0..args.endpoints.max(1))
-            .map(|_| {
-                Client::new(
-                    ClientConfig::default()
-                        .with_alpns(&alpns)
-                        .with_tls(tls.clone()),
-                )
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let config = DialConfig {
+            endpoints: args.endpoints,
+            race: false,
+            ..DialConfig::new(&alpns, tls)
+        };
         Ok(Dialer {
-            clients,
-            next: AtomicUsize::new(0),
-            alpns,
-            tls,
+            dialer: starling_net::Dialer::new(config)?,
         })
     }
 
@@ -122,41 +110,23 @@ impl Dialer {
         role: Role,
         mut config: SessionConfig,
     ) -> Result<Session<AnyTransport>, ConnectError> {
-        let (transport, protocol, setup_path) = match url.scheme() {
-            "ws" | "wss" | "tcp" => {
-                let connected = starling_net::qmux::connect(url, &self.alpns, &self.tls).await?;
-                (
-                    AnyTransport::Qmux(connected.transport),
-                    connected.protocol,
-                    connected.setup_path,
-                )
-            }
-            _ => {
-                let i = self.next.fetch_add(1, Ordering::Relaxed) % self.clients.len();
-                let connected = self.clients[i].connect(url).await?;
-                (
-                    AnyTransport::Quic(connected.transport),
-                    connected.protocol,
-                    connected.setup_path,
-                )
-            }
-        };
-        let version =
-            Version::from_alpn(&protocol).ok_or_else(|| ConnectError::Protocol(protocol))?;
+        let dialed = self.dialer.dial(url).await?;
+        let version = Version::from_alpn(&dialed.protocol)
+            .ok_or_else(|| ConnectError::Protocol(dialed.protocol.clone()))?;
         if config.hop == 0 {
             config.hop = random_hop();
         }
         let setup = ClientSetup {
-            path: setup_path,
+            path: dialed.setup_path,
             role: Some(role),
             cost: None,
         };
-        Ok(Session::connect(transport, version, setup, config).await?)
+        Ok(Session::connect(dialed.transport, version, setup, config).await?)
     }
 
     /// Close every QUIC endpoint, waiting briefly for the closes to go out.
     pub async fn close(&self) {
-        futures::future::join_all(self.clients.iter().map(Client::close)).await;
+        self.dialer.close().await;
     }
 }
 

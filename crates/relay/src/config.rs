@@ -9,6 +9,7 @@ use starling_auth::Patterns;
 use url::Url;
 
 use crate::auth::KeySource;
+use crate::cluster::ClusterConfig;
 use starling_model::Limits;
 use starling_proto::{Path, Version};
 use starling_session::SessionLimits;
@@ -44,6 +45,8 @@ pub struct RelayConfig {
     pub listen_tcp: Option<SocketAddr>,
     /// Token authentication and public (anonymous) grants; empty: the relay is open.
     pub auth: AuthConfig,
+    /// This relay's place in a cluster: its hop id and the peers it dials.
+    pub cluster: ClusterConfig,
 }
 
 impl Default for RelayConfig {
@@ -60,6 +63,7 @@ impl Default for RelayConfig {
             auth: AuthConfig::default(),
             drain_timeout: Duration::from_secs(5),
             internal_listen: None,
+            cluster: ClusterConfig::default(),
         }
     }
 }

@@ -2,6 +2,7 @@
 //! number, admits each session onto the shared origin, and fans every track out from it.
 
 mod auth;
+pub mod cluster;
 mod config;
 mod http;
 mod metrics;
@@ -12,6 +13,7 @@ pub use auth::{
     parse_patterns, Admitted, AuthConfigError, AuthStats, AuthUrlError, Authority, ByteTotals,
     Decision, Grant, KeySource, Lease, LeaseEnd, Moment, Refusal, SessionFacts, TransportKind,
 };
+pub use cluster::ClusterConfig;
 pub use config::{AuthConfig, HttpConfig, RelayConfig, TlsSource};
 pub use http::{is_websocket_upgrade, HttpApi, HttpError};
 pub use metrics::{internal_router, serve_internal, Rejection, RelayMetrics};

@@ -180,7 +180,8 @@ impl RelayMetrics {
             }
         }
         let mut totals = Totals::default();
-        let (mut subscriptions, mut interests) = (0i64, 0i64);
+        let (mut subscriptions, mut interests, mut upstream) = (0i64, 0i64, 0i64);
+        let mut peers = 0i64;
         for entry in sessions.list() {
             live.get_or_create(&SessionLabels {
                 transport: entry.info.transport.as_str().to_string(),
@@ -188,6 +189,8 @@ impl RelayMetrics {
             })
             .inc();
             let (served, listening, evictions) = entry.session.load();
+            upstream += entry.session.upstream() as i64;
+            peers += entry.info.peer.is_some() as i64;
             subscriptions += served as i64;
             interests += listening as i64;
             totals.add(entry.session.stats(), evictions);
@@ -319,6 +322,16 @@ impl RelayMetrics {
             gauge(subscriptions),
         );
         registry.register(
+            "upstream_subscriptions",
+            "Tracks the relay pulls from its peers and publishers (one subscription each)",
+            gauge(upstream),
+        );
+        registry.register(
+            "cluster_peer_links",
+            "Cluster peer links this relay dialed that are up",
+            gauge(peers),
+        );
+        registry.register(
             "announce_interests",
             "Announce interests peers listen on",
             gauge(interests),
@@ -442,6 +455,7 @@ pub fn internal_router(
     origin: Origin,
     authority: Authority,
 ) -> Router {
+    let nodes = sessions.clone();
     Router::new()
         .route(
             "/metrics",
@@ -459,6 +473,36 @@ pub fn internal_router(
             }),
         )
         .route("/health", get(|| async { "ok\n" }))
+        .route(
+            "/nodes",
+            get(move || {
+                let body = nodes_json(&nodes);
+                async move { ([(header::CONTENT_TYPE, "application/json")], body) }
+            }),
+        )
+}
+
+/// `/nodes` in moq-relay 0.17.10's shape: the cluster peers this relay dialed and holds a
+/// session with, by key (sorted), each with its sessions' ids (ascending); accepted peers are
+/// not listed.
+pub fn nodes_json(sessions: &SessionRegistry) -> String {
+    let mut nodes: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for entry in sessions.list() {
+        if let Some(peer) = entry.info.peer {
+            nodes.entry(peer).or_default().push(entry.info.id);
+        }
+    }
+    let nodes: Vec<serde_json::Value> = nodes
+        .into_iter()
+        .map(|(node, ids)| {
+            let connections: Vec<serde_json::Value> = ids
+                .into_iter()
+                .map(|id| serde_json::json!({ "id": id }))
+                .collect();
+            serde_json::json!({ "connections": connections, "node": node })
+        })
+        .collect();
+    serde_json::json!({ "nodes": nodes }).to_string()
 }
 
 /// Serve the internal router on `addr` in its own task.

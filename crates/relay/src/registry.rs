@@ -87,6 +87,9 @@ pub struct SessionInfo {
     pub started: Instant,
     /// The same moment on the wall clock, for display.
     pub started_at: SystemTime,
+    /// The cluster peer this relay dialed (its key), for links this relay opened; `None` for
+    /// accepted sessions.
+    pub peer: Option<String>,
 }
 
 /// A boxed future borrowed from a session.
@@ -98,6 +101,8 @@ pub trait LiveSession: Send + Sync + 'static {
     fn stats(&self) -> &SessionStats;
     /// Subscriptions served, announce interests listened on, receive-budget evictions.
     fn load(&self) -> (usize, usize, u64);
+    /// Tracks this relay pulls from the peer (one upstream subscription each).
+    fn upstream(&self) -> usize;
     /// Send GOAWAY (asking the peer to reconnect here); errors are ignored.
     fn goaway(&self) -> SessionFuture<'_>;
     fn close(&self, code: SessionCode, reason: &str);
@@ -113,6 +118,10 @@ impl<T: Transport> LiveSession for Session<T> {
     fn load(&self) -> (usize, usize, u64) {
         let (served, interests) = self.served();
         (served, interests, self.budget().1)
+    }
+
+    fn upstream(&self) -> usize {
+        Session::upstream(self)
     }
 
     fn goaway(&self) -> SessionFuture<'_> {

@@ -30,6 +30,10 @@ pub enum RelayError {
     Io(#[from] std::io::Error),
     #[error("auth: {0}")]
     Auth(#[from] crate::auth::AuthConfigError),
+    #[error("cluster: {0}")]
+    Cluster(#[from] crate::cluster::ClusterConfigError),
+    #[error("cluster dialer: {0}")]
+    Dialer(#[from] starling_net::ClientError),
 }
 
 /// A bound relay; `run` serves until the process ends.
@@ -62,6 +66,7 @@ struct Inner {
 
 impl Relay {
     pub async fn bind(config: RelayConfig) -> Result<Self, RelayError> {
+        config.cluster.validate()?;
         let authority = Authority::new(&config.auth)?;
         let origin = Origin::new();
         let sessions = SessionRegistry::new();
@@ -113,7 +118,7 @@ impl Relay {
             tcp,
             inner: Arc::new(Inner {
                 origin,
-                hop: random_hop(),
+                hop: config.cluster.id.unwrap_or_else(random_hop),
                 config,
                 authority,
                 sessions,
@@ -121,6 +126,11 @@ impl Relay {
             }),
             internal,
         })
+    }
+
+    /// This relay's hop id (its cluster id when configured).
+    pub fn hop(&self) -> u64 {
+        self.inner.hop
     }
 
     /// The internal listener's address (`/metrics`, `/health`), when enabled.
@@ -172,6 +182,7 @@ impl Relay {
     /// timeout to leave, and is then closed with GOAWAY_TIMEOUT.
     pub async fn run_until(mut self, shutdown: impl Future<Output = ()>) -> Result<(), RelayError> {
         tokio::pin!(shutdown);
+        let mut http_task = None;
         if let Some(listener) = self.http.take() {
             let mut api = HttpApi::new(
                 self.inner.origin.clone(),
@@ -187,11 +198,11 @@ impl Relay {
                 api = api.with_upgrade(upgrade);
             }
             let router = api.router();
-            tokio::spawn(async move {
+            http_task = Some(tokio::spawn(async move {
                 if let Err(err) = serve_with_connect_info(listener, router).await {
                     tracing::warn!(%err, "http listener ended");
                 }
-            });
+            }));
         }
         let tcp_task = self.tcp.take().map(|listener| {
             let inner = self.inner.clone();
@@ -207,6 +218,19 @@ impl Relay {
                 }
             })
         });
+        let links = crate::cluster::start(
+            &self.inner.config.cluster,
+            Arc::new(crate::cluster::Mesh {
+                origin: self.inner.origin.clone(),
+                hop: self.inner.hop,
+                versions: self.inner.config.versions.clone(),
+                session_limits: self.inner.config.session_limits.clone(),
+                model_limits: self.inner.config.model_limits,
+                max_hops: self.inner.config.cluster.max_hops,
+                metrics: self.inner.metrics.clone(),
+                sessions: self.inner.sessions.clone(),
+            }),
+        )?;
         let quic_local = self.server.local_addr().ok();
         loop {
             tokio::select! {
@@ -229,7 +253,17 @@ impl Relay {
         if let Some(task) = tcp_task {
             task.abort();
         }
+        // Dialed peer links are registered sessions: they get GOAWAY with the rest, so the
+        // peers re-price our routes before we go; then the links stop redialing.
         self.drain().await;
+        for link in links {
+            link.abort();
+        }
+        // The HTTP port goes with the relay (a relay started again on it can bind it).
+        if let Some(task) = http_task {
+            task.abort();
+            let _ = task.await;
+        }
         Ok(())
     }
 
@@ -422,6 +456,7 @@ impl Inner {
         };
         let (grant, mut lease) = (admitted.grant, admitted.lease);
         let mut config = SessionConfig::new(self.hop);
+        config.max_hops = self.config.cluster.max_hops;
         config.root = grant.root.clone();
         config.access = grant
             .permissions
@@ -455,6 +490,7 @@ impl Inner {
             server_name: accepted.server_name.clone(),
             started: Instant::now(),
             started_at: SystemTime::now(),
+            peer: None,
         };
         self.metrics.accepted(binding, version);
         let _registered = self.sessions.register(info, Arc::new(session.clone()));

@@ -8,7 +8,7 @@ mod http_support;
 use std::time::Duration;
 
 use common::{bind_relay, session, within};
-use http_support::{get, write_group, Publisher};
+use http_support::{get, sample, write_group, Publisher};
 use starling_model::{Origin, StartAt, TrackInfo};
 use starling_proto::{Path, Role, Version};
 use starling_relay::{AuthConfig, RelayConfig};
@@ -17,14 +17,6 @@ use starling_session::{random_hop, SessionConfig};
 const GROUPS: u64 = 4;
 const CACHED: usize = 2;
 const FRAMES: &[&str] = &["alpha", "beta", "gamma"];
-
-/// The value of one sample line (`name{labels} value`), if present.
-fn sample(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .find(|line| line.starts_with(series) && line[series.len()..].starts_with(' '))
-        .and_then(|line| line.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_count_what_flowed() {

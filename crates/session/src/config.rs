@@ -79,6 +79,9 @@ pub struct SessionConfig {
     pub cluster_peer: bool,
     /// Our price for routes learned from this peer; else the peer's SETUP cost, else 1.
     pub link_cost: Option<u64>,
+    /// The longest hop chain accepted from this peer (after appending its hop); longer
+    /// announcements are dropped.
+    pub max_hops: usize,
     pub limits: SessionLimits,
     pub model_limits: Limits,
     /// Per-path permissions (a verified token's grant); `None` allows every path.
@@ -111,6 +114,7 @@ impl SessionConfig {
             announce_prefixes: vec![Path::empty()],
             cluster_peer: false,
             link_cost: None,
+            max_hops: starling_proto::limits::MAX_HOPS,
             limits: SessionLimits::default(),
             model_limits: Limits::default(),
             access: None,

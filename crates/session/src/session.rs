@@ -385,6 +385,11 @@ impl<T: Transport> Session<T> {
         )
     }
 
+    /// Tracks pulled from the peer: one upstream subscription each, whatever the readers.
+    pub fn upstream(&self) -> usize {
+        self.shared.upstream.lock().len()
+    }
+
     /// Bytes currently buffered in incomplete units, and streams evicted for the budget.
     pub fn budget(&self) -> (usize, u64) {
         (self.shared.budget.used(), self.shared.budget.evictions())

@@ -6,9 +6,11 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 use serde::Deserialize;
+use starling_net::TlsVerify;
 use starling_proto::Version;
+use starling_relay::cluster::{parse_peers, PeerSpec};
 use starling_relay::{
-    parse_patterns, AuthConfig, KeySource, Relay, RelayConfig, RelayError, TlsSource,
+    parse_patterns, AuthConfig, ClusterConfig, KeySource, Relay, RelayConfig, RelayError, TlsSource,
 };
 
 #[derive(Args, Debug, Default)]
@@ -68,6 +70,53 @@ pub struct RelayArgs {
     /// This relay's name in auth-server requests. Default `starling`.
     #[arg(long)]
     auth_node: Option<String>,
+    #[command(flatten)]
+    cluster: ClusterArgs,
+}
+
+/// moq-relay's cluster flags, under the same names.
+#[derive(Args, Debug, Default)]
+struct ClusterArgs {
+    /// This relay's hop id in the cluster (1..2^62, below 2^53 for browser peers); random
+    /// on every start when unset.
+    #[arg(long)]
+    cluster_id: Option<u64>,
+    /// Longest hop chain accepted from a peer (1..=32). Default 32.
+    #[arg(long)]
+    cluster_max_hops: Option<usize>,
+    /// A relay to dial as a cluster peer: a full URL (moqt://, https://, http://, ws://,
+    /// wss://, tcp://), with `?cost=N` for the link's price and `?jwt=` for its credential.
+    /// Repeatable or comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    cluster_connect: Vec<String>,
+    /// This relay's own URL: an entry naming it is not dialed.
+    #[arg(long)]
+    cluster_node: Option<String>,
+    /// A file holding the token sent as `?jwt=` to peers whose URL carries none.
+    #[arg(long)]
+    cluster_token: Option<PathBuf>,
+    /// Dialed peers: trust the CA certificates in this PEM file.
+    #[arg(long)]
+    connect_tls_root: Option<PathBuf>,
+    /// Dialed peers: accept a leaf certificate with this SHA-256 (hex); repeatable.
+    #[arg(long)]
+    connect_tls_fingerprint: Vec<String>,
+    /// Dialed peers: accept any certificate (development only).
+    #[arg(long)]
+    connect_tls_insecure: bool,
+    /// How often a dialed peer link sends keep-alives (e.g. `500ms`).
+    #[arg(long)]
+    cluster_peer_keep_alive: Option<String>,
+    /// A dialed peer silent this long is dead: its routes are withdrawn and the link redials
+    /// (e.g. `2s`).
+    #[arg(long)]
+    cluster_peer_idle_timeout: Option<String>,
+    /// Removed in moq-relay 0.17: refused with the explanation.
+    #[arg(long, hide = true)]
+    cluster_mesh: Option<String>,
+    /// Removed in moq-relay 0.17: refused with the explanation.
+    #[arg(long, hide = true)]
+    cluster_linger: Option<String>,
 }
 
 /// The TOML file's shape.
@@ -84,6 +133,70 @@ struct FileConfig {
     listen_tcp: Option<SocketAddr>,
     #[serde(default)]
     auth: FileAuth,
+    #[serde(default)]
+    cluster: FileCluster,
+    #[serde(default)]
+    connect: FileConnect,
+}
+
+/// `[cluster]`: `id`, `max_hops`, `connect` (a URL, or an array of URLs and `{url, cost,
+/// egress, token}` objects), `node`, `token` (a file), `peer_keep_alive`, `peer_idle_timeout`.
+/// `mesh` and `linger` are refused (removed by moq-relay).
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct FileCluster {
+    id: Option<u64>,
+    max_hops: Option<usize>,
+    #[serde(default)]
+    connect: OneOrMany<PeerSpec>,
+    node: Option<String>,
+    token: Option<PathBuf>,
+    peer_keep_alive: Option<String>,
+    peer_idle_timeout: Option<String>,
+    mesh: Option<toml::Value>,
+    linger: Option<toml::Value>,
+}
+
+/// `[connect]`: how dialed peers are verified, moq-relay's `[connect.tls]` `root`,
+/// `fingerprint`, `insecure`.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct FileConnect {
+    #[serde(default)]
+    tls: FileConnectTls,
+}
+
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct FileConnectTls {
+    #[serde(default)]
+    root: OneOrMany<PathBuf>,
+    #[serde(default)]
+    fingerprint: OneOrMany<String>,
+    insecure: Option<bool>,
+}
+
+/// One value or an array of them.
+#[derive(Deserialize, Debug)]
+#[serde(untagged)]
+enum OneOrMany<T> {
+    One(T),
+    Many(Vec<T>),
+}
+
+impl<T> Default for OneOrMany<T> {
+    fn default() -> Self {
+        OneOrMany::Many(Vec::new())
+    }
+}
+
+impl<T> OneOrMany<T> {
+    fn into_vec(self) -> Vec<T> {
+        match self {
+            OneOrMany::One(one) => vec![one],
+            OneOrMany::Many(many) => many,
+        }
+    }
 }
 
 /// `[auth]`: `key`, `key_dir`, `public`, `public_publish`, `public_subscribe`, `url`,
@@ -176,6 +289,86 @@ fn build(args: RelayArgs) -> anyhow::Result<RelayConfig> {
         },
         file.auth,
     )?;
+    config.cluster = cluster(args.cluster, file.cluster, file.connect)?;
+    Ok(config)
+}
+
+/// The cluster flags over the file's `[cluster]` and `[connect]` tables.
+fn cluster(
+    flags: ClusterArgs,
+    file: FileCluster,
+    connect: FileConnect,
+) -> anyhow::Result<ClusterConfig> {
+    for (key, why) in starling_relay::cluster::REMOVED_KEYS {
+        let flag = match key {
+            "mesh" => flags.cluster_mesh.is_some() || file.mesh.is_some(),
+            _ => flags.cluster_linger.is_some() || file.linger.is_some(),
+        };
+        if flag {
+            anyhow::bail!("--cluster-{key} / cluster.{key}: {why}");
+        }
+    }
+    let specs: Vec<PeerSpec> = if flags.cluster_connect.is_empty() {
+        file.connect.into_vec()
+    } else {
+        flags
+            .cluster_connect
+            .iter()
+            .filter(|s| !s.trim().is_empty())
+            .map(|s| PeerSpec::Url(s.trim().to_string()))
+            .collect()
+    };
+    let mut config = ClusterConfig {
+        id: flags.cluster_id.or(file.id),
+        connect: parse_peers(&specs).context("--cluster-connect")?,
+        node: flags.cluster_node.or(file.node),
+        ..ClusterConfig::default()
+    };
+    if let Some(max_hops) = flags.cluster_max_hops.or(file.max_hops) {
+        config.max_hops = max_hops;
+    }
+    if let Some(path) = flags.cluster_token.or(file.token) {
+        let token = std::fs::read_to_string(&path)
+            .with_context(|| format!("--cluster-token {}", path.display()))?;
+        config.token = Some(token.trim().to_string()).filter(|t| !t.is_empty());
+    }
+    if let Some(age) = flags.cluster_peer_keep_alive.or(file.peer_keep_alive) {
+        config.peer_keep_alive = parse_duration(&age).context("--cluster-peer-keep-alive")?;
+    }
+    if let Some(age) = flags.cluster_peer_idle_timeout.or(file.peer_idle_timeout) {
+        config.peer_idle_timeout = parse_duration(&age).context("--cluster-peer-idle-timeout")?;
+    }
+    let roots = match flags.connect_tls_root {
+        Some(root) => vec![root],
+        None => connect.tls.root.into_vec(),
+    };
+    let fingerprints = if flags.connect_tls_fingerprint.is_empty() {
+        connect.tls.fingerprint.into_vec()
+    } else {
+        flags.connect_tls_fingerprint
+    };
+    let insecure = flags.connect_tls_insecure || connect.tls.insecure.unwrap_or(false);
+    config.connect_tls = if insecure {
+        TlsVerify::Disabled
+    } else if !fingerprints.is_empty() {
+        let pins = fingerprints
+            .iter()
+            .map(|hex| {
+                starling_net::tls::parse_fingerprint(hex)
+                    .with_context(|| format!("--connect-tls-fingerprint {hex:?}"))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        TlsVerify::PinnedSha256(pins)
+    } else {
+        match roots.as_slice() {
+            [] => TlsVerify::System,
+            [root] => TlsVerify::Roots(root.clone()),
+            _ => {
+                anyhow::bail!("--connect-tls-root: one CA file (bundle several certificates in it)")
+            }
+        }
+    };
+    config.validate()?;
     Ok(config)
 }
 
@@ -264,7 +457,7 @@ pub async fn run(args: RelayArgs) -> anyhow::Result<()> {
     if let Some(internal) = relay.internal_addr() {
         tracing::info!(%internal, "metrics listening (/metrics, /health)");
     }
-    tracing::info!(%addr, fingerprint = relay.fingerprint(), "relay listening (QUIC, WebTransport, WebSocket, HTTP)");
+    tracing::info!(%addr, fingerprint = relay.fingerprint(), hop = relay.hop(), "relay listening (QUIC, WebTransport, WebSocket, HTTP)");
     relay
         .run_until(async {
             crate::terminated().await;
@@ -368,6 +561,103 @@ mod tests {
         ] {
             assert!(build(args).is_err());
         }
+    }
+
+    #[test]
+    fn cluster_flags_build_peers_and_refuse_removed_keys() {
+        let config = build(RelayArgs {
+            cluster: ClusterArgs {
+                cluster_id: Some(1001),
+                cluster_connect: vec![
+                    "moqt://127.0.0.1:14443/?cost=3".into(),
+                    "http://127.0.0.1:14444/".into(),
+                ],
+                connect_tls_insecure: true,
+                cluster_peer_idle_timeout: Some("1500ms".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+        .unwrap();
+        let cluster = &config.cluster;
+        assert_eq!(cluster.id, Some(1001));
+        assert_eq!(cluster.connect.len(), 2);
+        assert_eq!(cluster.connect[1].cost, Some(3));
+        assert_eq!(cluster.connect[1].key, "moqt://127.0.0.1:14443");
+        assert_eq!(cluster.connect_tls, TlsVerify::Disabled);
+        assert_eq!(cluster.peer_idle_timeout.as_millis(), 1500);
+        for cluster in [
+            ClusterArgs {
+                cluster_connect: vec!["relay.example:4443".into()],
+                ..Default::default()
+            },
+            ClusterArgs {
+                cluster_id: Some(0),
+                ..Default::default()
+            },
+            ClusterArgs {
+                cluster_mesh: Some("true".into()),
+                ..Default::default()
+            },
+            ClusterArgs {
+                cluster_linger: Some("5s".into()),
+                ..Default::default()
+            },
+        ] {
+            let err = build(RelayArgs {
+                cluster,
+                ..Default::default()
+            });
+            assert!(err.is_err());
+        }
+        let err = build(RelayArgs {
+            cluster: ClusterArgs {
+                cluster_mesh: Some("true".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(format!("{err:#}").contains("--cluster-connect"), "{err:#}");
+    }
+
+    #[test]
+    fn cluster_and_connect_tables_load() {
+        let dir = std::env::temp_dir().join(format!("starling-cluster-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let token = dir.join("cluster.jwt");
+        std::fs::write(&token, "TOKEN\n").unwrap();
+        let toml = dir.join("relay.toml");
+        std::fs::write(
+            &toml,
+            format!(
+                "[cluster]\nid = 7\nmax_hops = 4\ntoken = {:?}\nconnect = [\"moqt://a:1/\", \
+                 {{ url = \"moqt://b:1/\", cost = 2 }}]\n[connect.tls]\nfingerprint = {:?}\n",
+                token.display().to_string(),
+                "ab".repeat(32)
+            ),
+        )
+        .unwrap();
+        let config = build(RelayArgs {
+            config: Some(toml.clone()),
+            ..Default::default()
+        })
+        .unwrap();
+        let cluster = &config.cluster;
+        assert_eq!((cluster.id, cluster.max_hops), (Some(7), 4));
+        assert_eq!(cluster.token.as_deref(), Some("TOKEN"));
+        assert_eq!(cluster.connect.len(), 2);
+        assert_eq!(cluster.connect[1].cost, Some(2));
+        assert!(
+            matches!(cluster.connect_tls, TlsVerify::PinnedSha256(ref pins) if pins.len() == 1)
+        );
+        assert_eq!(cluster.dials()[0].url.as_str(), "moqt://a:1/?jwt=TOKEN");
+        std::fs::write(&toml, "[cluster]\nmesh = true\n").unwrap();
+        assert!(build(RelayArgs {
+            config: Some(toml),
+            ..Default::default()
+        })
+        .is_err());
     }
 
     #[test]

@@ -62,6 +62,14 @@ pub async fn get(addr: SocketAddr, target: &str) -> Response {
     get_with(addr, target, &[]).await
 }
 
+/// The value of one Prometheus sample line (`name{labels} value`), if present.
+pub fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find(|line| line.starts_with(series) && line[series.len()..].starts_with(' '))
+        .and_then(|line| line.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
 type Headers = Vec<(String, String)>;
 
 /// The body's offset, the status and the headers, once the head is complete.

@@ -133,7 +133,7 @@ impl<T: Transport> Announces<T> {
         let hop = self.shared.config.hop;
         let reflected = chain.contains(&hop)
             || (self.responder != 0 && hops.iter().any(|h| h == self.responder));
-        if reflected || chain.len() > starling_proto::limits::MAX_HOPS {
+        if reflected || chain.len() > self.shared.config.max_hops {
             return None;
         }
         Some(chain)

@@ -1,0 +1,152 @@
+//! The links this relay dials: one task per configured peer, each holding at most one session
+//! and redialing with jittered backoff when it ends.
+//!
+//! A link is a peer session (moq-relay's dialer side): SETUP with this relay's hop as Hop, the
+//! link's price as Cost and no Role; it publishes the whole origin (hidden paths included) and
+//! takes every announcement the peer makes into the same origin, priced at the link's cost.
+//! Dialed links are registered with the relay's sessions, so metrics count them, `/nodes`
+//! lists them and shutdown drains them with GOAWAY. A GOAWAY from the peer leaves the session
+//! serving until the peer closes it; the link then redials (moq-relay's `Restart::Wait`).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use starling_model::{Limits, Origin};
+use starling_net::{AnyTransport, ClientError, DialConfig, DialError, Dialer, QuicConfig};
+use starling_proto::{Path, SessionCode, Version};
+use starling_session::{ClientSetup, Session, SessionConfig, SessionLimits};
+use tokio::task::JoinHandle;
+
+use super::{ClusterConfig, PeerEntry, Redial, RedialPolicy};
+use crate::metrics::RelayMetrics;
+use crate::registry::{SessionInfo, SessionRegistry, SessionTransport};
+
+/// What a link needs of the relay.
+pub(crate) struct Mesh {
+    pub origin: Origin,
+    pub hop: u64,
+    pub versions: Vec<Version>,
+    pub session_limits: SessionLimits,
+    pub model_limits: Limits,
+    pub max_hops: usize,
+    pub metrics: RelayMetrics,
+    pub sessions: SessionRegistry,
+}
+
+/// Why one attempt on a link ended.
+#[derive(Debug, thiserror::Error)]
+enum LinkError {
+    #[error("dial: {0}")]
+    Dial(#[from] DialError),
+    #[error("the peer negotiated an unknown protocol {0:?}")]
+    Protocol(String),
+    #[error("moq-lite handshake: {0}")]
+    Handshake(#[from] starling_session::Error),
+}
+
+/// Start one link task per peer to dial; the tasks run until aborted.
+pub(crate) fn start(
+    config: &ClusterConfig,
+    mesh: Arc<Mesh>,
+) -> Result<Vec<JoinHandle<()>>, ClientError> {
+    let peers = config.dials();
+    if peers.is_empty() {
+        tracing::info!("no cluster peers configured; running standalone");
+        return Ok(Vec::new());
+    }
+    let alpns: Vec<&str> = mesh.versions.iter().map(|v| v.alpn()).collect();
+    let quic = QuicConfig {
+        idle_timeout: config.peer_idle_timeout,
+        keep_alive: Some(config.peer_keep_alive),
+        ..QuicConfig::default()
+    };
+    let dialer = Arc::new(Dialer::new(DialConfig {
+        quic,
+        ..DialConfig::new(&alpns, config.connect_tls.clone())
+    })?);
+    Ok(peers
+        .into_iter()
+        .map(|peer| {
+            tracing::info!(peer = %peer.key, cost = ?peer.cost, "cluster peer");
+            tokio::spawn(link(mesh.clone(), dialer.clone(), peer, config.redial))
+        })
+        .collect())
+}
+
+/// Hold a session to `peer` for as long as the task runs.
+async fn link(mesh: Arc<Mesh>, dialer: Arc<Dialer>, peer: PeerEntry, policy: RedialPolicy) {
+    let mut redial = Redial::new(policy);
+    loop {
+        let started = Instant::now();
+        match attempt(&mesh, &dialer, &peer).await {
+            Ok(reason) => {
+                tracing::info!(peer = %peer.key, %reason, "peer link closed; redialing")
+            }
+            Err(err) => tracing::info!(peer = %peer.key, %err, "peer link failed"),
+        }
+        tokio::time::sleep(redial.after(started.elapsed(), rand::random())).await;
+    }
+}
+
+/// One session on the link, from dial to close; returns why it closed.
+async fn attempt(
+    mesh: &Mesh,
+    dialer: &Dialer,
+    peer: &PeerEntry,
+) -> Result<starling_session::Error, LinkError> {
+    let dialed = dialer.dial(&peer.url).await?;
+    let version = Version::from_alpn(&dialed.protocol)
+        .ok_or_else(|| LinkError::Protocol(dialed.protocol.clone()))?;
+    let (transport, remote) = match &dialed.transport {
+        AnyTransport::Quic(quic) => (quic.binding().into(), quic.remote_address()),
+        AnyTransport::Qmux(_) if peer.url.scheme() == "tcp" => (SessionTransport::Tcp, UNKNOWN),
+        AnyTransport::Qmux(_) => (SessionTransport::WebSocket, UNKNOWN),
+    };
+    let mut config = SessionConfig::new(mesh.hop);
+    config.publish = Some(mesh.origin.clone());
+    config.consume = Some(mesh.origin.clone());
+    config.cluster_peer = true;
+    config.link_cost = peer.cost;
+    config.max_hops = mesh.max_hops;
+    config.limits = mesh.session_limits.clone();
+    config.model_limits = mesh.model_limits;
+    config.cache_counters = Some(mesh.metrics.cache_counters());
+    let setup = ClientSetup {
+        path: dialed.setup_path,
+        role: None,
+        cost: peer.cost,
+    };
+    let session = Session::connect(dialed.transport, version, setup, config).await?;
+    let session = ClosedOnDrop(session);
+    tracing::info!(peer = %peer.key, %version, transport = transport.as_str(), "peer link up");
+    let info = SessionInfo {
+        id: mesh.sessions.next_id(),
+        remote,
+        transport,
+        version,
+        root: Path::empty(),
+        publish: true,
+        subscribe: true,
+        server_name: peer.url.host_str().map(str::to_string),
+        started: Instant::now(),
+        started_at: SystemTime::now(),
+        peer: Some(peer.key.clone()),
+    };
+    let _registered = mesh.sessions.register(info, Arc::new(session.0.clone()));
+    Ok(session.0.closed().await)
+}
+
+/// Where a link over QMux reached (the WebSocket and TCP clients do not say).
+const UNKNOWN: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);
+
+/// A link's session, closed when the link task ends (aborted at shutdown or when the peer is
+/// no longer configured), so no session outlives its link.
+struct ClosedOnDrop<T: starling_transport::Transport>(Session<T>);
+
+impl<T: starling_transport::Transport> Drop for ClosedOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.close(SessionCode::NoError, "peer link closed");
+    }
+}

@@ -1,0 +1,228 @@
+//! Starling relays joined into a cluster over real sockets on loopback: each relay dials the
+//! peers it is given (`--cluster-connect`), announcements cross the mesh with one hop per
+//! relay in their chains, media published on one relay reaches subscribers on another, each
+//! relay pulls a track once whatever the number of readers, and a link whose peer went away
+//! redials once the peer is back.
+
+mod common;
+mod http_support;
+
+use std::net::SocketAddr;
+
+use common::{bind_relay, session, within};
+use http_support::{get, routed, sample, write_group, Publisher};
+use starling_model::{Origin, StartAt, TrackConsumer, TrackInfo};
+use starling_net::TlsVerify;
+use starling_proto::{Path, Role, Version};
+use starling_relay::cluster::PeerEntry;
+use starling_relay::{ClusterConfig, RelayConfig};
+use starling_session::{random_hop, Session, SessionConfig};
+use tokio::sync::oneshot;
+use url::Url;
+
+const BROADCAST: &str = "room/alice";
+
+/// One relay of the mesh, serving until dropped.
+struct Member {
+    url: Url,
+    addr: SocketAddr,
+    internal: SocketAddr,
+    origin: Origin,
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Member {
+    /// A relay with cluster id `id` dialing `peers` (raw QUIC, certificates not checked), on
+    /// `bind` (port 0: any).
+    async fn start(id: u64, peers: &[&Url], bind: Option<SocketAddr>) -> Member {
+        let connect = peers
+            .iter()
+            .map(|url| PeerEntry::parse(url.as_str()).unwrap())
+            .collect();
+        let config = RelayConfig {
+            internal_listen: Some("127.0.0.1:0".parse().unwrap()),
+            // A peer told GOAWAY keeps its link until the relay closes it: a short drain.
+            drain_timeout: std::time::Duration::from_millis(500),
+            cluster: ClusterConfig {
+                id: Some(id),
+                connect,
+                connect_tls: TlsVerify::Disabled,
+                ..ClusterConfig::default()
+            },
+            ..RelayConfig::default()
+        };
+        let (relay, url) = match bind {
+            Some(bind) => {
+                let relay = starling_relay::Relay::bind(RelayConfig { bind, ..config })
+                    .await
+                    .unwrap();
+                let url = Url::parse(&format!("moqt://{bind}/")).unwrap();
+                (relay, url)
+            }
+            None => bind_relay(config).await,
+        };
+        assert_eq!(relay.hop(), id);
+        let addr = relay.local_addr().unwrap();
+        let internal = relay.internal_addr().unwrap();
+        let origin = relay.origin().clone();
+        let (stop, stopped) = oneshot::channel();
+        let task = tokio::spawn(async move {
+            relay
+                .run_until(async {
+                    let _ = stopped.await;
+                })
+                .await
+                .unwrap();
+        });
+        Member {
+            url,
+            addr,
+            internal,
+            origin,
+            stop: Some(stop),
+            task,
+        }
+    }
+
+    /// Shut the relay down (GOAWAY, drain, close) and wait until it has.
+    async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        within(&mut self.task).await.unwrap();
+    }
+
+    async fn metric(&self, series: &str) -> Option<f64> {
+        sample(&get(self.internal, "/metrics").await.text(), series)
+    }
+
+    /// Wait until `series` reads `value` (metrics are read live at scrape time).
+    async fn metric_reaches(&self, series: &str, value: f64) {
+        within(async {
+            while self.metric(series).await != Some(value) {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        })
+        .await
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A subscriber session on `url`, with the origin its announcements land in.
+async fn subscriber(url: &Url) -> (Session<starling_net::QuicTransport>, Origin) {
+    let origin = Origin::new();
+    let mut config = SessionConfig::new(random_hop());
+    config.consume = Some(origin.clone());
+    let session = session(url, Version::Lite06, Role::Subscriber, config).await;
+    (session, origin)
+}
+
+/// Wait until `origin` has a route to [`BROADCAST`]; its hop chain.
+async fn announced(origin: &Origin) -> Vec<u64> {
+    routed(origin, &[BROADCAST]).await;
+    let route = origin
+        .route(&Path::new(BROADCAST).unwrap(), None)
+        .expect("routed");
+    route.route.hops.to_vec()
+}
+
+fn reader(origin: &Origin) -> TrackConsumer {
+    origin
+        .consume(&Path::new(BROADCAST).unwrap(), None)
+        .expect("routed")
+        .subscribe_track("video", StartAt::default())
+        .unwrap()
+}
+
+async fn read_payloads(reader: &mut TrackConsumer) -> (u64, Vec<String>) {
+    let mut group = within(reader.next_group()).await.unwrap().unwrap();
+    let mut frames = Vec::new();
+    while let Some(frame) = within(group.next_frame()).await.unwrap() {
+        frames.push(String::from_utf8(frame.payload.to_vec()).unwrap());
+    }
+    (group.sequence(), frames)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chain_carries_media_from_a_to_c_with_one_upstream_per_relay() {
+    // B dials A, C dials B.
+    let a = Member::start(1001, &[], None).await;
+    let b = Member::start(1002, &[&a.url], None).await;
+    let c = Member::start(1003, &[&b.url], None).await;
+
+    let mut publisher = Publisher::connect(&a.url, Version::Lite06).await;
+    let index = publisher.broadcast(BROADCAST);
+    let track = publisher.track(index, "video", TrackInfo::default());
+
+    // Two subscribers on C: the chain names the publisher, then A, B and C.
+    let (_s1, origin1) = subscriber(&c.url).await;
+    let (_s2, origin2) = subscriber(&c.url).await;
+    for origin in [&origin1, &origin2] {
+        let hops = announced(origin).await;
+        assert_eq!(hops.len(), 4, "{hops:?}");
+        assert_eq!(&hops[1..], &[1001, 1002, 1003], "{hops:?}");
+    }
+    let (mut r1, mut r2) = (reader(&origin1), reader(&origin2));
+    for sequence in 0..3u64 {
+        write_group(&track, sequence, sequence * 1000, &["x", "y"]);
+        for reader in [&mut r1, &mut r2] {
+            let (got, frames) = read_payloads(reader).await;
+            assert_eq!((got, frames), (sequence, vec!["x".into(), "y".into()]));
+        }
+    }
+
+    // One upstream per track per relay: the publisher serves one subscription (A's), and
+    // each relay pulls the track once.
+    assert_eq!(track.consumers(), 1);
+    for member in [&a, &b, &c] {
+        member
+            .metric_reaches("starling_upstream_subscriptions", 1.0)
+            .await;
+    }
+    // Links are listed by the relay that dialed them, keyed without their query.
+    c.metric_reaches("starling_cluster_peer_links", 1.0).await;
+    let nodes = get(c.internal, "/nodes").await.json();
+    let listed = &nodes["nodes"];
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{nodes}");
+    assert_eq!(listed[0]["node"], format!("moqt://{}", b.addr));
+    assert_eq!(
+        get(a.internal, "/nodes").await.json()["nodes"],
+        serde_json::json!([])
+    );
+    drop(publisher);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_redials_a_peer_that_came_back() {
+    let a = Member::start(2001, &[], None).await;
+    let a_addr = a.addr;
+    let b = Member::start(2002, &[&a.url], None).await;
+    b.metric_reaches("starling_cluster_peer_links", 1.0).await;
+
+    // A goes away; B's link notices and keeps trying.
+    a.stop().await;
+    b.metric_reaches("starling_cluster_peer_links", 0.0).await;
+
+    // A is back on the same address, with a publisher: B redials and hears it.
+    let a = Member::start(2001, &[], Some(a_addr)).await;
+    let mut publisher = Publisher::connect(&a.url, Version::Lite06).await;
+    let index = publisher.broadcast(BROADCAST);
+    let track = publisher.track(index, "video", TrackInfo::default());
+    b.metric_reaches("starling_cluster_peer_links", 1.0).await;
+    let (_sub, origin) = subscriber(&b.url).await;
+    let hops = announced(&origin).await;
+    assert_eq!(&hops[1..], &[2001, 2002], "{hops:?}");
+    let mut reader = reader(&origin);
+    write_group(&track, 0, 0, &["back"]);
+    assert_eq!(read_payloads(&mut reader).await, (0, vec!["back".into()]));
+    assert!(a
+        .origin
+        .route(&Path::new(BROADCAST).unwrap(), None)
+        .is_some());
+}
