@@ -18,7 +18,7 @@ RUNS="${1:-200}"
 PARALLEL="${2:-4}"
 LOAD="${LOAD:-$(nproc)}"
 OUT=target/stress
-BINARIES="${BINARIES:-moq_dev_via_starling_relay starling_fanout starling_via_moq_relay websocket_moq_tokio_via_starling websocket_starling_via_moq_relay qmux_loopback auth_moq_serve}"
+BINARIES="${BINARIES:-moq_dev_via_starling_relay starling_fanout starling_via_moq_relay websocket_moq_tokio_via_starling websocket_starling_via_moq_relay cluster_mixed qmux_loopback auth_moq_serve}"
 
 scripts/install-peers.sh >/dev/null
 CACHE="${STARLING_CACHE:-$HOME/.cache/starling}"

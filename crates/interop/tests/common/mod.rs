@@ -822,14 +822,24 @@ pub struct StarlingRelay {
 
 impl StarlingRelay {
     pub async fn start(versions: Vec<Version>) -> anyhow::Result<Self> {
-        let relay = Relay::bind(RelayConfig {
+        Self::start_with(versions, |_| {}).await
+    }
+
+    /// Like [`StarlingRelay::start`], adjusting the configuration first (cluster peers, say).
+    pub async fn start_with(
+        versions: Vec<Version>,
+        configure: impl FnOnce(&mut RelayConfig),
+    ) -> anyhow::Result<Self> {
+        let mut config = RelayConfig {
             bind: "127.0.0.1:0".parse()?,
             tls: TlsSource::Generate(vec!["localhost".into()]),
             versions,
             ..Default::default()
-        })
-        .await
-        .context("binding the Starling relay")?;
+        };
+        configure(&mut config);
+        let relay = Relay::bind(config)
+            .await
+            .context("binding the Starling relay")?;
         let addr = relay.local_addr()?;
         let fingerprint = relay.fingerprint().to_string();
         let task = tokio::spawn(async move {
@@ -910,6 +920,11 @@ impl MoqRelay {
     /// Start moq-relay serving only `version` (raw QUIC and WebTransport on one UDP port, the
     /// HTTP listener on the same TCP port) and wait until its certificate endpoint answers.
     pub async fn start(version: Version) -> anyhow::Result<Self> {
+        Self::start_with(version, &[]).await
+    }
+
+    /// Like [`MoqRelay::start`], with more command-line arguments (cluster flags, say).
+    pub async fn start_with(version: Version, extra: &[String]) -> anyhow::Result<Self> {
         let binary = moq_relay_binary();
         if !binary.is_file() {
             panic!(
@@ -920,7 +935,7 @@ impl MoqRelay {
         }
         let mut last_err = None;
         for _ in 0..3 {
-            match Self::try_start(&binary, version).await {
+            match Self::try_start(&binary, version, extra).await {
                 Ok(relay) => return Ok(relay),
                 Err(err) => last_err = Some(err),
             }
@@ -928,7 +943,11 @@ impl MoqRelay {
         Err(last_err.expect("at least one attempt"))
     }
 
-    async fn try_start(binary: &std::path::Path, version: Version) -> anyhow::Result<Self> {
+    async fn try_start(
+        binary: &std::path::Path,
+        version: Version,
+        extra: &[String],
+    ) -> anyhow::Result<Self> {
         let port = free_port()?;
         let addr = format!("127.0.0.1:{port}");
         let log = std::env::temp_dir().join(format!(
@@ -943,6 +962,7 @@ impl MoqRelay {
             .args(["--web-http-listen", &addr])
             .args(["--auth-public", "**"])
             .args(["--log-level", "info"])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(log_file.try_clone()?)
             .stderr(log_file)

@@ -1,0 +1,130 @@
+//! A mixed cluster: an in-process Starling relay and a moq-relay 0.17.10 process as peers of
+//! one mesh, in both dialing directions (Starling's `cluster.connect` to moq-relay, and
+//! moq-relay's `--cluster-connect` to Starling). A moq-dev publisher on one relay reaches a
+//! moq-dev subscriber on the other, both ways, over raw QUIC and WebTransport (the peer link
+//! uses the same binding as the clients).
+
+#[macro_use]
+mod common;
+
+use anyhow::Context;
+use common::{moq_subscribe, progress, Case, MoqPublisher, MoqRelay, Pacing, Plan, StarlingRelay};
+use starling_net::TlsVerify;
+use starling_relay::cluster::PeerEntry;
+use starling_relay::ClusterConfig;
+use url::Url;
+
+const STARLING_ID: u64 = 1001;
+const MOQ_RELAY_ID: u64 = 1002;
+
+/// The two relays of one mesh.
+struct Mesh {
+    starling: StarlingRelay,
+    moq: MoqRelay,
+}
+
+impl Mesh {
+    /// Starling dials moq-relay, pinning its certificate.
+    async fn starling_dials(case: Case) -> anyhow::Result<Mesh> {
+        let moq = MoqRelay::start_with(
+            case.version,
+            &["--cluster-id".into(), MOQ_RELAY_ID.to_string()],
+        )
+        .await?;
+        let pin = starling_net::tls::parse_fingerprint(&moq.fingerprint)
+            .context("moq-relay's fingerprint")?;
+        let peer = PeerEntry::parse(moq.url(case).as_str())?;
+        let starling = StarlingRelay::start_with(vec![case.version], |config| {
+            config.cluster = ClusterConfig {
+                id: Some(STARLING_ID),
+                connect: vec![peer],
+                connect_tls: TlsVerify::PinnedSha256(vec![pin]),
+                ..ClusterConfig::default()
+            };
+        })
+        .await?;
+        Ok(Mesh { starling, moq })
+    }
+
+    /// moq-relay dials Starling, pinning its certificate.
+    async fn moq_relay_dials(case: Case) -> anyhow::Result<Mesh> {
+        let starling = StarlingRelay::start_with(vec![case.version], |config| {
+            config.cluster.id = Some(STARLING_ID);
+        })
+        .await?;
+        let moq = MoqRelay::start_with(
+            case.version,
+            &[
+                "--cluster-id".into(),
+                MOQ_RELAY_ID.to_string(),
+                "--cluster-connect".into(),
+                starling.url(case).to_string(),
+                "--connect-tls-fingerprint".into(),
+                starling.fingerprint.clone(),
+            ],
+        )
+        .await?;
+        Ok(Mesh { starling, moq })
+    }
+
+    fn starling(&self, case: Case) -> (Url, String) {
+        (self.starling.url(case), self.starling.fingerprint.clone())
+    }
+
+    fn moq(&self, case: Case) -> (Url, String) {
+        (self.moq.url(case), self.moq.fingerprint.clone())
+    }
+}
+
+/// Publish the standard plan on `from` with a moq-dev publisher and read it with a moq-dev
+/// subscriber on `to`: every group, intact and in order.
+async fn across(
+    case: Case,
+    from: (Url, String),
+    to: (Url, String),
+    mesh: &Mesh,
+) -> anyhow::Result<()> {
+    let plan = Plan::standard();
+    let (mut txs, mut gate) = progress(1);
+    let publisher = MoqPublisher::connect(case, from.0, &from.1).await?;
+    let subscriber = tokio::spawn(moq_subscribe(
+        case,
+        to.0,
+        to.1,
+        plan.clone(),
+        txs.pop().expect("one progress channel"),
+    ));
+    let published = publisher.publish(&plan, Pacing::Lockstep, &mut gate).await;
+    let received = common::step("the moq-dev subscriber to finish", subscriber)
+        .await?
+        .context("subscriber task")?
+        .with_context(|| format!("moq-relay log:\n{}", mesh.moq.log_text()))?;
+    published?;
+    publisher.close();
+    plan.verify("moq-dev subscriber across the mesh", &received)
+}
+
+async fn starling_dials_moq_relay_to_starling(case: Case) -> anyhow::Result<()> {
+    let mesh = Mesh::starling_dials(case).await?;
+    across(case, mesh.moq(case), mesh.starling(case), &mesh).await
+}
+
+async fn starling_dials_starling_to_moq_relay(case: Case) -> anyhow::Result<()> {
+    let mesh = Mesh::starling_dials(case).await?;
+    across(case, mesh.starling(case), mesh.moq(case), &mesh).await
+}
+
+async fn moq_relay_dials_moq_relay_to_starling(case: Case) -> anyhow::Result<()> {
+    let mesh = Mesh::moq_relay_dials(case).await?;
+    across(case, mesh.moq(case), mesh.starling(case), &mesh).await
+}
+
+async fn moq_relay_dials_starling_to_moq_relay(case: Case) -> anyhow::Result<()> {
+    let mesh = Mesh::moq_relay_dials(case).await?;
+    across(case, mesh.starling(case), mesh.moq(case), &mesh).await
+}
+
+version_binding_matrix!(starling_dials_moq_to_starling => starling_dials_moq_relay_to_starling);
+version_binding_matrix!(starling_dials_starling_to_moq => starling_dials_starling_to_moq_relay);
+version_binding_matrix!(moq_dials_moq_to_starling => moq_relay_dials_moq_relay_to_starling);
+version_binding_matrix!(moq_dials_starling_to_moq => moq_relay_dials_starling_to_moq_relay);
