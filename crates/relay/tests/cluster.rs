@@ -226,3 +226,43 @@ async fn a_link_redials_a_peer_that_came_back() {
         .route(&Path::new(BROADCAST).unwrap(), None)
         .is_some());
 }
+
+/// A peer that falls silent (its host died, or the network between them did) is noticed
+/// after the peer links' idle timeout (2 s by default; moq-relay takes its QUIC default, 10
+/// s): the link drops, the routes learned over it are withdrawn downstream, and once the
+/// network is back the link redials and the routes return.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_peer_is_dropped_after_the_idle_timeout_and_redialed() {
+    let a = Member::start(3001, &[], None).await;
+    let link = starling_netsim::UdpLink::start("127.0.0.1:0".parse().unwrap(), a.addr, 3)
+        .await
+        .unwrap();
+    let through_link = Url::parse(&format!("moqt://{}/", link.local_addr())).unwrap();
+    let b = Member::start(3002, &[&through_link], None).await;
+    let mut publisher = Publisher::connect(&a.url, Version::Lite06).await;
+    let _index = publisher.broadcast(BROADCAST);
+    let (_sub, origin) = subscriber(&b.url).await;
+    announced(&origin).await;
+
+    // Cut the link: nothing more crosses, not even a close.
+    link.set_up(false);
+    let cut = std::time::Instant::now();
+    within(async {
+        while origin.route(&Path::new(BROADCAST).unwrap(), None).is_some() {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let noticed = cut.elapsed();
+    assert!(
+        noticed < std::time::Duration::from_secs(5),
+        "the dead peer took {noticed:?} to notice (idle timeout 2 s)"
+    );
+    b.metric_reaches("starling_cluster_peer_links", 0.0).await;
+
+    // Heal it: the link redials and the broadcast is announced again.
+    link.set_up(true);
+    b.metric_reaches("starling_cluster_peer_links", 1.0).await;
+    let hops = announced(&origin).await;
+    assert_eq!(&hops[1..], &[3001, 3002], "{hops:?}");
+}
