@@ -256,8 +256,8 @@ impl Relay {
         // Dialed peer links are registered sessions: they get GOAWAY with the rest, so the
         // peers re-price our routes before we go; then the links stop redialing.
         self.drain().await;
-        for link in links {
-            link.abort();
+        if let Some(links) = links {
+            links.abort();
         }
         // The HTTP port goes with the relay (a relay started again on it can bind it).
         if let Some(task) = http_task {

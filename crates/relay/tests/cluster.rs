@@ -36,11 +36,21 @@ impl Member {
     /// A relay with cluster id `id` dialing `peers` (raw QUIC, certificates not checked), on
     /// `bind` (port 0: any).
     async fn start(id: u64, peers: &[&Url], bind: Option<SocketAddr>) -> Member {
+        Self::start_with(id, peers, bind, |_| {}).await
+    }
+
+    /// Like [`Member::start`], adjusting the cluster configuration first.
+    async fn start_with(
+        id: u64,
+        peers: &[&Url],
+        bind: Option<SocketAddr>,
+        configure: impl FnOnce(&mut ClusterConfig),
+    ) -> Member {
         let connect = peers
             .iter()
             .map(|url| PeerEntry::parse(url.as_str()).unwrap())
             .collect();
-        let config = RelayConfig {
+        let mut config = RelayConfig {
             internal_listen: Some("127.0.0.1:0".parse().unwrap()),
             // A peer told GOAWAY keeps its link until the relay closes it: a short drain.
             drain_timeout: std::time::Duration::from_millis(500),
@@ -52,6 +62,7 @@ impl Member {
             },
             ..RelayConfig::default()
         };
+        configure(&mut config.cluster);
         let (relay, url) = match bind {
             Some(bind) => {
                 let relay = starling_relay::Relay::bind(RelayConfig { bind, ..config })
@@ -265,4 +276,79 @@ async fn a_silent_peer_is_dropped_after_the_idle_timeout_and_redialed() {
     b.metric_reaches("starling_cluster_peer_links", 1.0).await;
     let hops = announced(&origin).await;
     assert_eq!(&hops[1..], &[3001, 3002], "{hops:?}");
+}
+
+/// Peers from `--cluster-connect-api` (a file here) follow the file at run time: a peer it
+/// lists is dialed, one it drops is released (its session closed), a list that does not parse
+/// changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_api_peers_follow_the_file_at_run_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let list = dir.path().join("peers.json");
+    let a = Member::start(4001, &[], None).await;
+    let write = |body: String| std::fs::write(&list, body).unwrap();
+    write(format!("[\"{}\"]", a.url));
+    let b = Member::start_with(4002, &[], None, |cluster| {
+        cluster.connect_api = Some(starling_relay::cluster::ConnectApi::File(list.clone()));
+    })
+    .await;
+    b.metric_reaches("starling_cluster_peer_links", 1.0).await;
+    let nodes = get(b.internal, "/nodes").await.json();
+    assert_eq!(nodes["nodes"][0]["node"], format!("moqt://{}", a.addr));
+
+    // A list that does not parse is refused whole: the link stays.
+    write("[\"moqt://a:1/?cost=free\"]".into());
+    tokio::time::sleep(starling_relay::cluster::FILE_CHECK * 3).await;
+    assert_eq!(b.metric("starling_cluster_peer_links").await, Some(1.0));
+
+    // Dropped from the list: released at once.
+    write("[]".into());
+    b.metric_reaches("starling_cluster_peer_links", 0.0).await;
+    assert_eq!(
+        get(b.internal, "/nodes").await.json()["nodes"],
+        serde_json::json!([])
+    );
+
+    // Listed again, with a price: dialed again.
+    write(format!("[{{\"url\": \"{}\", \"cost\": 5}}]", a.url));
+    b.metric_reaches("starling_cluster_peer_links", 1.0).await;
+}
+
+/// An `http://` connect API is fetched with `?node=` naming this relay, and its peers dialed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_api_over_http_names_the_node_and_its_peers_are_dialed() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let a = Member::start(5001, &[], None).await;
+    let body = format!("[\"{}\"]", a.url);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let api = listener.local_addr().unwrap();
+    let (seen_tx, mut seen) = tokio::sync::mpsc::channel::<String>(4);
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let mut request = vec![0u8; 4096];
+            let n = stream.read(&mut request).await.unwrap_or(0);
+            let head = String::from_utf8_lossy(&request[..n]).to_string();
+            let _ = seen_tx
+                .send(head.lines().next().unwrap_or("").to_string())
+                .await;
+            let response = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(response.as_bytes()).await;
+        }
+    });
+    let b = Member::start_with(5002, &[], None, |cluster| {
+        cluster.connect_api = Some(
+            starling_relay::cluster::ConnectApi::parse(&format!("http://{api}/peers")).unwrap(),
+        );
+        cluster.node = Some("moqt://b.example:4443/".into());
+    })
+    .await;
+    let request = within(seen.recv()).await.unwrap();
+    assert_eq!(
+        request,
+        "GET /peers?node=moqt%3A%2F%2Fb.example%3A4443%2F HTTP/1.1"
+    );
+    b.metric_reaches("starling_cluster_peer_links", 1.0).await;
 }

@@ -8,7 +8,7 @@ use clap::Args;
 use serde::Deserialize;
 use starling_net::TlsVerify;
 use starling_proto::Version;
-use starling_relay::cluster::{parse_peers, PeerSpec};
+use starling_relay::cluster::{parse_peers, ConnectApi, PeerSpec};
 use starling_relay::{
     parse_patterns, AuthConfig, ClusterConfig, KeySource, Relay, RelayConfig, RelayError, TlsSource,
 };
@@ -89,6 +89,11 @@ struct ClusterArgs {
     /// Repeatable or comma-separated.
     #[arg(long, value_delimiter = ',')]
     cluster_connect: Vec<String>,
+    /// A peer list kept current at run time: an http(s):// URL polled every 30 s (with
+    /// `?node=`), or a file re-read when it changes; a JSON array of peer URLs and
+    /// `{url, cost, egress, token}` objects.
+    #[arg(long)]
+    cluster_connect_api: Option<String>,
     /// This relay's own URL: an entry naming it is not dialed.
     #[arg(long)]
     cluster_node: Option<String>,
@@ -140,7 +145,7 @@ struct FileConfig {
 }
 
 /// `[cluster]`: `id`, `max_hops`, `connect` (a URL, or an array of URLs and `{url, cost,
-/// egress, token}` objects), `node`, `token` (a file), `peer_keep_alive`, `peer_idle_timeout`.
+/// egress, token}` objects), `connect_api`, `node`, `token` (a file), `peer_keep_alive`, `peer_idle_timeout`.
 /// `mesh` and `linger` are refused (removed by moq-relay).
 #[derive(Deserialize, Debug, Default)]
 #[serde(deny_unknown_fields)]
@@ -149,6 +154,7 @@ struct FileCluster {
     max_hops: Option<usize>,
     #[serde(default)]
     connect: OneOrMany<PeerSpec>,
+    connect_api: Option<String>,
     node: Option<String>,
     token: Option<PathBuf>,
     peer_keep_alive: Option<String>,
@@ -324,6 +330,9 @@ fn cluster(
         node: flags.cluster_node.or(file.node),
         ..ClusterConfig::default()
     };
+    if let Some(api) = flags.cluster_connect_api.or(file.connect_api) {
+        config.connect_api = Some(ConnectApi::parse(&api).context("--cluster-connect-api")?);
+    }
     if let Some(max_hops) = flags.cluster_max_hops.or(file.max_hops) {
         config.max_hops = max_hops;
     }

@@ -8,17 +8,19 @@
 //! lists them and shutdown drains them with GOAWAY. A GOAWAY from the peer leaves the session
 //! serving until the peer closes it; the link then redials (moq-relay's `Restart::Wait`).
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use starling_model::{Limits, Origin};
-use starling_net::{AnyTransport, ClientError, DialConfig, DialError, Dialer, QuicConfig};
+use starling_net::{AnyTransport, DialConfig, DialError, Dialer, QuicConfig};
 use starling_proto::{Path, SessionCode, Version};
 use starling_session::{ClientSetup, Session, SessionConfig, SessionLimits};
 use tokio::task::JoinHandle;
 
-use super::{ClusterConfig, PeerEntry, Redial, RedialPolicy};
+use super::api::ApiReader;
+use super::{ClusterConfig, ClusterConfigError, PeerEntry, Redial, RedialPolicy};
 use crate::metrics::RelayMetrics;
 use crate::registry::{SessionInfo, SessionRegistry, SessionTransport};
 
@@ -45,15 +47,17 @@ enum LinkError {
     Handshake(#[from] starling_session::Error),
 }
 
-/// Start one link task per peer to dial; the tasks run until aborted.
+/// Start the cluster's links: one task per peer to dial, kept in step with the configured
+/// peers and the connect API's list. The returned task owns every link; aborting it closes
+/// them all.
 pub(crate) fn start(
     config: &ClusterConfig,
     mesh: Arc<Mesh>,
-) -> Result<Vec<JoinHandle<()>>, ClientError> {
-    let peers = config.dials();
-    if peers.is_empty() {
+) -> Result<Option<JoinHandle<()>>, crate::RelayError> {
+    let fixed = config.dials();
+    if fixed.is_empty() && config.connect_api.is_none() {
         tracing::info!("no cluster peers configured; running standalone");
-        return Ok(Vec::new());
+        return Ok(None);
     }
     let alpns: Vec<&str> = mesh.versions.iter().map(|v| v.alpn()).collect();
     let quic = QuicConfig {
@@ -65,13 +69,98 @@ pub(crate) fn start(
         quic,
         ..DialConfig::new(&alpns, config.connect_tls.clone())
     })?);
-    Ok(peers
-        .into_iter()
-        .map(|peer| {
-            tracing::info!(peer = %peer.key, cost = ?peer.cost, "cluster peer");
-            tokio::spawn(link(mesh.clone(), dialer.clone(), peer, config.redial))
-        })
-        .collect())
+    let api = match &config.connect_api {
+        Some(source) => Some(
+            ApiReader::new(source.clone(), config.node.clone())
+                .map_err(|err| ClusterConfigError::Api(err.to_string()))?,
+        ),
+        None => None,
+    };
+    let links = Links {
+        mesh,
+        dialer,
+        policy: config.redial,
+        config: config.clone(),
+        fixed,
+        running: BTreeMap::new(),
+    };
+    Ok(Some(tokio::spawn(links.run(api))))
+}
+
+/// A link task, aborted when dropped.
+struct LinkTask {
+    peer: PeerEntry,
+    task: JoinHandle<()>,
+}
+
+impl Drop for LinkTask {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The links this relay runs, by peer key.
+struct Links {
+    mesh: Arc<Mesh>,
+    dialer: Arc<Dialer>,
+    policy: RedialPolicy,
+    config: ClusterConfig,
+    /// The configured peers (`--cluster-connect`): never released.
+    fixed: Vec<PeerEntry>,
+    running: BTreeMap<String, LinkTask>,
+}
+
+impl Links {
+    async fn run(mut self, api: Option<ApiReader>) {
+        self.apply(&[]);
+        let Some(mut api) = api else {
+            std::future::pending::<()>().await;
+            return;
+        };
+        loop {
+            match api.read().await {
+                Ok(Some(list)) => {
+                    let list = self.config.filter(list);
+                    tracing::info!(peers = list.len(), "cluster peer list read");
+                    self.apply(&list);
+                }
+                Ok(None) => {}
+                Err(err) => {
+                    tracing::warn!(%err, "cluster peer list refused; keeping the current peers")
+                }
+            }
+            tokio::time::sleep(api.interval()).await;
+        }
+    }
+
+    /// Run exactly the fixed peers and `listed`: start new ones, stop those no longer wanted,
+    /// and restart one whose settings (price, credential) changed.
+    fn apply(&mut self, listed: &[PeerEntry]) {
+        let mut wanted: BTreeMap<String, PeerEntry> = BTreeMap::new();
+        for peer in listed.iter().chain(&self.fixed) {
+            wanted.insert(peer.key.clone(), peer.clone());
+        }
+        self.running.retain(|key, link| match wanted.get(key) {
+            Some(peer) if peer == &link.peer => true,
+            _ => {
+                tracing::info!(peer = %key, "cluster peer released");
+                false
+            }
+        });
+        for (key, peer) in wanted {
+            if self.running.contains_key(&key) {
+                continue;
+            }
+            tracing::info!(peer = %key, cost = ?peer.cost, "cluster peer");
+            let task = tokio::spawn(link(
+                self.mesh.clone(),
+                self.dialer.clone(),
+                peer.clone(),
+                self.policy,
+            ));
+            self.running.insert(key, LinkTask { peer, task });
+        }
+    }
 }
 
 /// Hold a session to `peer` for as long as the task runs.

@@ -8,6 +8,7 @@
 //! session layer's, and each relay pulls a track once from its best route whatever the number
 //! of readers. This module owns the configuration and the links this relay dials.
 
+mod api;
 mod dial;
 mod peer;
 mod redial;
@@ -16,6 +17,7 @@ use std::time::Duration;
 
 use starling_net::TlsVerify;
 
+pub use api::{parse_list, ApiError, ConnectApi, FILE_CHECK, POLL};
 pub(crate) use dial::{start, Mesh};
 pub use peer::{parse_peers, PeerEntry, PeerError, PeerObject, PeerSpec};
 pub use redial::{Redial, RedialPolicy};
@@ -45,8 +47,11 @@ pub struct ClusterConfig {
     pub id: Option<u64>,
     /// The longest hop chain accepted from a peer (1..=32).
     pub max_hops: usize,
-    /// The relays this one dials.
+    /// The relays this one dials, always.
     pub connect: Vec<PeerEntry>,
+    /// A peer list kept up to date at run time (`--cluster-connect-api`): peers it adds are
+    /// dialed, peers it drops are released, changed ones redialed.
+    pub connect_api: Option<ConnectApi>,
     /// The credential for peers whose entry carries none (`--cluster-token`'s file).
     pub token: Option<String>,
     /// This relay's own URL (`--cluster-node`): a peer entry with its key is not dialed.
@@ -68,6 +73,7 @@ impl Default for ClusterConfig {
             id: None,
             max_hops: starling_proto::limits::MAX_HOPS,
             connect: Vec::new(),
+            connect_api: None,
             token: None,
             node: None,
             connect_tls: TlsVerify::System,
@@ -89,6 +95,8 @@ pub enum ClusterConfigError {
     IdleTimeout,
     #[error(transparent)]
     Peer(#[from] PeerError),
+    #[error("connect api: {0}")]
+    Api(String),
 }
 
 impl ClusterConfig {
@@ -108,20 +116,25 @@ impl ClusterConfig {
         Ok(())
     }
 
-    /// The peers to dial: the node's own entry left out, the cluster token added where an
-    /// entry carries no credential.
+    /// The configured peers to dial (see [`ClusterConfig::filter`]).
     pub fn dials(&self) -> Vec<PeerEntry> {
+        self.filter(self.connect.clone())
+    }
+
+    /// Peers as this relay dials them: the node's own entry left out, the cluster token
+    /// added where an entry carries no credential.
+    pub fn filter(&self, peers: Vec<PeerEntry>) -> Vec<PeerEntry> {
         let own = self
             .node
             .as_deref()
             .and_then(|node| PeerEntry::parse(node).ok())
             .map(|entry| entry.key);
-        self.connect
-            .iter()
+        peers
+            .into_iter()
             .filter(|peer| Some(&peer.key) != own.as_ref())
             .map(|peer| match &self.token {
-                Some(token) => peer.clone().with_token(token),
-                None => peer.clone(),
+                Some(token) => peer.with_token(token),
+                None => peer,
             })
             .collect()
     }
