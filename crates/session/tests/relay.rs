@@ -377,3 +377,42 @@ async fn per_path_access_scopes_announces_and_subscriptions() {
         .unwrap_err();
     assert_eq!(err, starling_proto::StreamCode::Unroutable);
 }
+
+/// A peer that sends GOAWAY is leaving: every route it announced is re-priced to the maximum
+/// at once (so any other route wins), and relays downstream hear it as an UPDATE at the
+/// ceiling (moq-relay's drain pricing, cluster statement 16).
+#[tokio::test]
+async fn a_draining_publishers_routes_cost_the_maximum_downstream() {
+    use starling_proto::RouteCost;
+    let relay = Relay::new();
+    let publisher = publisher(&relay, Version::Lite06, "room/alice", &["video"]).await;
+    let sub = subscriber(&relay, Version::Lite06).await;
+    wait_announced(&sub.origin, "room/alice", true).await;
+    let cost = |origin: &starling_model::Origin| {
+        origin
+            .route(&path("room/alice"), None)
+            .map(|r| r.route.cost)
+    };
+    assert_eq!(cost(&relay.origin), Some(RouteCost::new(1)));
+    assert_eq!(cost(&sub.origin), Some(RouteCost::new(2)));
+
+    publisher.session.goaway("").await.unwrap();
+    let interest = sub.origin.interest(starling_proto::Path::empty()).unwrap();
+    let mut changed = Vec::new();
+    while cost(&sub.origin) != Some(RouteCost::MAX) {
+        tokio::time::timeout(TIMEOUT, interest.changed(&mut changed))
+            .await
+            .expect("the re-priced route reaches the subscriber");
+    }
+    assert_eq!(cost(&relay.origin), Some(RouteCost::MAX));
+    // The route is still there: the draining session keeps serving until it closes.
+    assert_eq!(
+        sub.origin
+            .route(&path("room/alice"), None)
+            .unwrap()
+            .route
+            .hops
+            .len(),
+        2
+    );
+}

@@ -23,6 +23,8 @@ use crate::writer::Writer;
 struct Live {
     path: Path,
     route: RouteHandle,
+    /// The route's chain, kept to re-price it when the peer drains.
+    hops: Arc<[u64]>,
     broadcast: Arc<BroadcastProducer>,
     stop: CancellationToken,
 }
@@ -79,30 +81,55 @@ async fn run<T: Transport>(shared: &Arc<Shared<T>>, prefix: &Path) -> Result<(),
         by_suffix: HashMap::new(),
         dropped: HashSet::new(),
         next_id: 0,
+        draining: false,
     };
     let result = loop {
-        let step = if shared.version.has_announce_id() {
-            match reader
-                .typed::<Announcement>(limits.max_control_message)
-                .await
-            {
-                Ok(Some(msg)) => state.on_announcement(msg),
-                Ok(None) => break Ok(()),
-                Err(err) => Err(err),
-            }
-        } else {
-            match reader.message::<Announce>(limits.max_control_message).await {
-                Ok(Some(msg)) => state.on_announce(msg),
-                Ok(None) => break Ok(()),
-                Err(err) => Err(err),
+        let draining = state.draining;
+        let next = async {
+            if shared.version.has_announce_id() {
+                match reader
+                    .typed::<Announcement>(limits.max_control_message)
+                    .await
+                {
+                    Ok(Some(msg)) => Some(state.on_announcement(msg)),
+                    Ok(None) => None,
+                    Err(err) => Some(Err(err)),
+                }
+            } else {
+                match reader.message::<Announce>(limits.max_control_message).await {
+                    Ok(Some(msg)) => Some(state.on_announce(msg)),
+                    Ok(None) => None,
+                    Err(err) => Some(Err(err)),
+                }
             }
         };
-        if let Err(err) = step {
-            break Err(err);
+        let step = tokio::select! {
+            biased;
+            _ = goaway(shared), if !draining => {
+                state.drain();
+                continue;
+            }
+            step = next => step,
+        };
+        match step {
+            None => break Ok(()),
+            Some(Err(err)) => break Err(err),
+            Some(Ok(())) => {}
         }
     };
     state.end_all();
     result
+}
+
+/// Resolves once the peer has sent GOAWAY.
+async fn goaway<T: Transport>(shared: &Shared<T>) {
+    loop {
+        let notified = shared.goaway_received.notified();
+        if shared.goaway.lock().is_some() {
+            return;
+        }
+        notified.await;
+    }
 }
 
 struct Announces<T: Transport> {
@@ -118,6 +145,9 @@ struct Announces<T: Transport> {
     /// lite-06: live ids we did not publish (reflections, or outside the peer's grant).
     dropped: HashSet<u64>,
     next_id: u64,
+    /// The peer sent GOAWAY: every route it announced, now and later, costs the maximum, so
+    /// any other route wins while its sessions move (moq-net's drain pricing).
+    draining: bool,
 }
 
 impl<T: Transport> Announces<T> {
@@ -142,7 +172,23 @@ impl<T: Transport> Announces<T> {
     fn route(&self, chain: Vec<u64>, cost: RouteCost) -> Route {
         Route {
             hops: Arc::from(chain),
-            cost: cost.charged(self.link),
+            cost: if self.draining {
+                RouteCost::MAX
+            } else {
+                cost.charged(self.link)
+            },
+        }
+    }
+
+    /// The peer is going away: re-price every live route to the maximum at once.
+    fn drain(&mut self) {
+        self.draining = true;
+        for live in self.by_id.values() {
+            let route = Route {
+                hops: live.hops.clone(),
+                cost: RouteCost::MAX,
+            };
+            self.origin.update_route(&live.route, route);
         }
     }
 
@@ -164,6 +210,7 @@ impl<T: Transport> Announces<T> {
             return Ok(false);
         }
         let broadcast = Arc::new(self.shared.config.dynamic_broadcast());
+        let hops = route.hops.clone();
         let handle = self
             .origin
             .publish(path.clone(), broadcast.consume(), route)?;
@@ -182,6 +229,7 @@ impl<T: Transport> Announces<T> {
             Live {
                 path,
                 route: handle,
+                hops,
                 broadcast,
                 stop,
             },
@@ -227,8 +275,11 @@ impl<T: Transport> Announces<T> {
                     return Ok(());
                 };
                 let route = self.route(chain, cost);
-                match self.by_id.get(&id) {
-                    Some(live) => self.origin.update_route(&live.route, route),
+                match self.by_id.get_mut(&id) {
+                    Some(live) => {
+                        live.hops = route.hops.clone();
+                        self.origin.update_route(&live.route, route);
+                    }
                     None => return Err(Error::ProtocolViolation("unknown announce id")),
                 }
                 Ok(())
@@ -264,7 +315,8 @@ impl<T: Transport> Announces<T> {
                 };
                 let route = self.route(chain, RouteCost::UNKNOWN);
                 if let Some(id) = self.by_suffix.get(&msg.suffix) {
-                    if let Some(live) = self.by_id.get(id) {
+                    if let Some(live) = self.by_id.get_mut(id) {
+                        live.hops = route.hops.clone();
                         self.origin.update_route(&live.route, route);
                     }
                     return Ok(());
