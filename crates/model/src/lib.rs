@@ -13,7 +13,7 @@ mod waiters;
 pub use broadcast::{BroadcastConsumer, BroadcastProducer};
 pub use error::ModelError;
 pub use group::{Frame, GroupConsumer, GroupProducer};
-pub use origin::{Announced, Interest, Origin, OriginLimits, Route, RouteHandle};
+pub use origin::{fnv_key, Announced, Interest, Origin, OriginLimits, Route, RouteHandle};
 pub use stats::{CacheCounters, TrackStats, TrackSummary};
 pub use track::{Demand, StartAt, TrackConsumer, TrackInfo, TrackProducer};
 

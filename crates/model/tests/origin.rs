@@ -11,7 +11,8 @@ use std::task::{Context, Poll};
 use futures::task::noop_waker;
 use proptest::prelude::*;
 use starling_model::{
-    BroadcastConsumer, BroadcastProducer, Interest, Limits, ModelError, Origin, OriginLimits, Route,
+    fnv_key, BroadcastConsumer, BroadcastProducer, Interest, Limits, ModelError, Origin,
+    OriginLimits, Route,
 };
 use starling_proto::{Path, RouteCost};
 
@@ -20,10 +21,7 @@ fn p(s: &str) -> Path {
 }
 
 fn route(warm: u64, cold: u64, hops: &[u64]) -> Route {
-    Route {
-        hops: Arc::from(hops.to_vec()),
-        cost: RouteCost { warm, cold },
-    }
+    Route::learned(hops.to_vec(), RouteCost { warm, cold }, false)
 }
 
 fn broadcast() -> BroadcastProducer {
@@ -690,6 +688,7 @@ impl Model {
             .filter(|r| !r.closed.load(Ordering::SeqCst))
             .min_by_key(|r| {
                 (
+                    r.route.hops.contains(&0),
                     r.route.cost.warm,
                     r.route.cost.cold,
                     r.route.hops.len(),
@@ -770,4 +769,69 @@ proptest! {
         prop_assert!(model.origin.is_empty());
         model.check_tables();
     }
+}
+
+#[test]
+fn fnv_key_matches_moq_relays_vectors() {
+    assert_eq!(
+        fnv_key(&p("demo/clock"), &[12345, 0x1A2B3C4D5E6F]),
+        0xee233f2fce751df5
+    );
+    assert_eq!(fnv_key(&p("demo/clock"), &[12345, 7]), 0x9dc18a878d62cc0b);
+    assert_eq!(fnv_key(&Path::empty(), &[]), 0x420c0decb00b);
+}
+
+#[test]
+fn anonymous_chains_rank_below_identified_ones_whatever_the_cost() {
+    let origin = Origin::new();
+    let (named, anonymous) = (broadcast(), broadcast());
+    let _n = origin
+        .publish(p("x"), named.consume(), route(50, 50, &[7, 8, 9]))
+        .unwrap();
+    let _a = origin
+        .publish(p("x"), anonymous.consume(), route(1, 1, &[7, 0]))
+        .unwrap();
+    assert!(best_is(&origin, "x", None, &named.consume()));
+}
+
+#[test]
+fn equal_peer_routes_are_ranked_by_their_hash_not_their_age() {
+    // Two equal routes learned from cluster peers: the one with the lower FNV key wins,
+    // whichever arrived last, so every relay of a mesh picks the same one.
+    let chains = [[12345u64, 0x1A2B3C4D5E6F], [12345, 7]];
+    let keys = chains.map(|c| fnv_key(&p("demo/clock"), &c));
+    let low = if keys[0] < keys[1] { 0 } else { 1 };
+    for order in [[0usize, 1], [1, 0]] {
+        let origin = Origin::new();
+        let broadcasts = [broadcast(), broadcast()];
+        let _handles: Vec<_> = order
+            .iter()
+            .map(|&i| {
+                let route = Route::learned(chains[i].to_vec(), RouteCost::new(3), true);
+                origin
+                    .publish(p("demo/clock"), broadcasts[i].consume(), route)
+                    .unwrap()
+            })
+            .collect();
+        assert!(best_is(
+            &origin,
+            "demo/clock",
+            None,
+            &broadcasts[low].consume()
+        ));
+    }
+    // Without the peer mark the newest of two equal routes wins, as before.
+    let origin = Origin::new();
+    let (old, new) = (broadcast(), broadcast());
+    let _o = origin
+        .publish(p("demo/clock"), old.consume(), route(3, 3, &chains[low]))
+        .unwrap();
+    let _n = origin
+        .publish(
+            p("demo/clock"),
+            new.consume(),
+            route(3, 3, &chains[1 - low]),
+        )
+        .unwrap();
+    assert!(best_is(&origin, "demo/clock", None, &new.consume()));
 }

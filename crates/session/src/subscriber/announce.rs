@@ -170,14 +170,12 @@ impl<T: Transport> Announces<T> {
     }
 
     fn route(&self, chain: Vec<u64>, cost: RouteCost) -> Route {
-        Route {
-            hops: Arc::from(chain),
-            cost: if self.draining {
-                RouteCost::MAX
-            } else {
-                cost.charged(self.link)
-            },
-        }
+        let cost = if self.draining {
+            RouteCost::MAX
+        } else {
+            cost.charged(self.link)
+        };
+        Route::learned(chain, cost, self.shared.config.cluster_peer)
     }
 
     /// The peer is going away: re-price every live route to the maximum at once.
@@ -187,6 +185,7 @@ impl<T: Transport> Announces<T> {
             let route = Route {
                 hops: live.hops.clone(),
                 cost: RouteCost::MAX,
+                peer: self.shared.config.cluster_peer,
             };
             self.origin.update_route(&live.route, route);
         }
