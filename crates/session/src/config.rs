@@ -31,6 +31,10 @@ pub struct SessionLimits {
     pub request_timeout: Duration,
     /// How long an upstream subscription outlives its last reader.
     pub linger: Duration,
+    /// How long a change of an announced path's best route waits before it goes out as
+    /// ANNOUNCE_UPDATE; later changes in the window join it (moq-relay: 300 ms). Zero sends
+    /// each change at once.
+    pub announce_update_hold: Duration,
 }
 
 impl Default for SessionLimits {
@@ -47,6 +51,7 @@ impl Default for SessionLimits {
             handshake_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(10),
             linger: Duration::from_millis(500),
+            announce_update_hold: Duration::from_millis(300),
         }
     }
 }

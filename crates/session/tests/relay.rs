@@ -416,3 +416,59 @@ async fn a_draining_publishers_routes_cost_the_maximum_downstream() {
         2
     );
 }
+
+/// A change of a path's best route is held for 300 ms and a burst of changes inside the hold
+/// goes out as one UPDATE (cluster statement 13); a withdrawal is not held.
+#[tokio::test(start_paused = true)]
+async fn route_changes_are_held_and_a_burst_is_one_update() {
+    use starling_model::{BroadcastProducer, Limits, Route};
+    use starling_proto::RouteCost;
+    let relay = Relay::new();
+    let sub = subscriber(&relay, Version::Lite06).await;
+    let broadcast = BroadcastProducer::new(Limits::default());
+    let handle = relay
+        .origin
+        .publish(
+            path("room/alice"),
+            broadcast.consume(),
+            Route::learned(vec![7], RouteCost::new(5), false),
+        )
+        .unwrap();
+    wait_announced(&sub.origin, "room/alice", true).await;
+    let cost = || {
+        sub.origin
+            .route(&path("room/alice"), None)
+            .map(|r| r.route.cost.warm)
+    };
+    assert_eq!(cost(), Some(6));
+
+    // Two changes back to back: neither is on the wire before the hold has passed.
+    relay
+        .origin
+        .update_route(&handle, Route::learned(vec![7], RouteCost::new(3), false));
+    relay
+        .origin
+        .update_route(&handle, Route::learned(vec![7], RouteCost::new(2), false));
+    tokio::time::sleep(std::time::Duration::from_millis(290)).await;
+    assert_eq!(cost(), Some(6), "an update went out inside the hold");
+    // After it, the last one only.
+    let interest = sub.origin.interest(starling_proto::Path::empty()).unwrap();
+    let mut changed = Vec::new();
+    let mut seen = Vec::new();
+    while cost() != Some(3) {
+        tokio::time::timeout(TIMEOUT, interest.changed(&mut changed))
+            .await
+            .expect("the held update arrives");
+        seen.push(cost());
+    }
+    assert!(
+        !seen.contains(&Some(4)),
+        "the first change of the burst was sent: {seen:?}"
+    );
+
+    // A withdrawal goes at once.
+    let withdrawn_at = tokio::time::Instant::now();
+    drop(handle);
+    wait_announced(&sub.origin, "room/alice", false).await;
+    assert!(withdrawn_at.elapsed() < std::time::Duration::from_millis(100));
+}

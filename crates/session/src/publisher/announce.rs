@@ -91,8 +91,14 @@ pub(crate) async fn announce<T: Transport>(
     }
     writer.flush().await?;
 
+    // A change of a path's best route goes out as one UPDATE once the path has been quiet
+    // for the hold (a burst of changes is one UPDATE); a new path or a withdrawn one goes out
+    // at once.
+    let hold = limits.announce_update_hold;
+    let mut held: HashMap<Path, tokio::time::Instant> = HashMap::new();
     let mut changed = Vec::new();
     loop {
+        let due = held.values().min().copied();
         tokio::select! {
             done = reader.finished() => {
                 // The peer FIN'd (stop listening) or sent bytes after its request.
@@ -110,26 +116,66 @@ pub(crate) async fn announce<T: Transport>(
                         (None, Some(old)) => {
                             queue_end(writer, &suffix, old.id)?;
                             sent.remove(&path);
+                            held.remove(&path);
                         }
                         (Some(now), None) => {
                             queue_start(writer, &suffix, &now)?;
                             sent.insert(path, Sent { id: next_id, hops: now.route.hops, cost: now.route.cost });
                             next_id += 1;
                         }
-                        (Some(now), Some(old)) => {
-                            if old.hops == now.route.hops && old.cost == now.route.cost {
-                                continue;
-                            }
-                            let id = old.id;
-                            queue_update(writer, &suffix, id, &now)?;
-                            sent.insert(path, Sent { id, hops: now.route.hops, cost: now.route.cost });
+                        (Some(_), Some(_)) if hold.is_zero() => {
+                            update(writer, &view, &mut sent, &path, exclude)?;
+                        }
+                        (Some(_), Some(_)) => {
+                            held.entry(path).or_insert_with(|| tokio::time::Instant::now() + hold);
                         }
                     }
                 }
                 writer.flush().await?;
             }
+            _ = async { tokio::time::sleep_until(due.expect("guarded")).await }, if due.is_some() => {
+                let now = tokio::time::Instant::now();
+                let ready: Vec<Path> = held
+                    .iter()
+                    .filter(|(_, at)| **at <= now)
+                    .map(|(path, _)| path.clone())
+                    .collect();
+                for path in ready {
+                    held.remove(&path);
+                    update(writer, &view, &mut sent, &path, exclude)?;
+                }
+                writer.flush().await?;
+            }
         }
     }
+}
+
+/// Tell the peer `path`'s best route now, as an UPDATE on its id, unless it is what the peer
+/// already has (or the path is gone, which its END already said).
+fn update<S: starling_transport::SendStream>(
+    writer: &mut Writer<S>,
+    view: &View,
+    sent: &mut HashMap<Path, Sent>,
+    path: &Path,
+    exclude: Option<u64>,
+) -> Result<(), Error> {
+    let (Some(now), Some(old)) = (view.origin.route(path, exclude), sent.get(path)) else {
+        return Ok(());
+    };
+    if old.hops == now.route.hops && old.cost == now.route.cost {
+        return Ok(());
+    }
+    let id = old.id;
+    queue_update(writer, &view.suffix(path), id, &now)?;
+    sent.insert(
+        path.clone(),
+        Sent {
+            id,
+            hops: now.route.hops,
+            cost: now.route.cost,
+        },
+    );
+    Ok(())
 }
 
 struct View {
