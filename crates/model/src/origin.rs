@@ -269,6 +269,16 @@ impl Origin {
     }
 
     /// The best live route to exactly `path`, skipping routes through `exclude_hop`.
+    /// Every route held at `path` (live or not), oldest first: for status pages and tests.
+    pub fn routes(&self, path: &Path) -> Vec<Route> {
+        let state = self.state.lock();
+        state
+            .broadcasts
+            .get(path)
+            .map(|routes| routes.iter().map(|r| r.route.clone()).collect())
+            .unwrap_or_default()
+    }
+
     pub fn route(&self, path: &Path, exclude_hop: Option<u64>) -> Option<Announced> {
         let state = self.state.lock();
         state.best(path, exclude_hop).map(|entry| Announced {

@@ -352,3 +352,86 @@ async fn connect_api_over_http_names_the_node_and_its_peers_are_dialed() {
     );
     b.metric_reaches("starling_cluster_peer_links", 1.0).await;
 }
+
+/// A triangle (B dials A, C dials B, and C dials A at `?cost=10`): no relay stores a chain with
+/// its own hop or a repeated hop; each link's price is charged by both ends (the dialer's
+/// `?cost=`, the acceptor through the SETUP Cost); C pulls through B, the cheaper way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_triangle_has_no_loops_and_prices_each_link_at_both_ends() {
+    let a = Member::start(6001, &[], None).await;
+    let b = Member::start(6002, &[&a.url], None).await;
+    let priced = Url::parse(&format!("{}?cost=10", a.url)).unwrap();
+    let c = Member::start(6003, &[&b.url, &priced], None).await;
+
+    let mut on_a = Publisher::connect(&a.url, Version::Lite06).await;
+    let index = on_a.broadcast(BROADCAST);
+    let track = on_a.track(index, "video", TrackInfo::default());
+    let mut on_c = Publisher::connect(&c.url, Version::Lite06).await;
+    on_c.broadcast("room/bob");
+    let alice = Path::new(BROADCAST).unwrap();
+    let bob = Path::new("room/bob").unwrap();
+
+    // Wait until each relay holds every route it will: A and C two for the other's broadcast
+    // (direct and through B), B two for each (direct and through the third relay).
+    within(async {
+        loop {
+            let counts = [
+                a.origin.routes(&bob).len(),
+                b.origin.routes(&alice).len(),
+                b.origin.routes(&bob).len(),
+                c.origin.routes(&alice).len(),
+            ];
+            if counts == [2, 2, 2, 2] {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    for (member, id) in [(&a, 6001u64), (&b, 6002), (&c, 6003)] {
+        for path in [&alice, &bob] {
+            for route in member.origin.routes(path) {
+                assert!(
+                    !route.hops.contains(&id),
+                    "{id} stores its own hop: {route:?}"
+                );
+                let mut seen = route.hops.to_vec();
+                seen.sort_unstable();
+                seen.dedup();
+                assert_eq!(seen.len(), route.hops.len(), "a repeated hop: {route:?}");
+            }
+        }
+    }
+    // The publishers' own relays hold one route each: nothing came back around the triangle.
+    assert_eq!(a.origin.routes(&alice).len(), 1);
+    assert_eq!(c.origin.routes(&bob).len(), 1);
+    // A charges C's link 10 (C's SETUP Cost), as C does; the ways through B cost 1 per link.
+    let costs = |member: &Member, path: &Path| {
+        let mut costs: Vec<u64> = member
+            .origin
+            .routes(path)
+            .iter()
+            .map(|r| r.cost.warm)
+            .collect();
+        costs.sort_unstable();
+        costs
+    };
+    assert_eq!(costs(&a, &bob), vec![3, 11]);
+    assert_eq!(costs(&c, &alice), vec![3, 11]);
+    let best = c.origin.route(&alice, None).unwrap().route;
+    assert_eq!(
+        &best.hops[1..],
+        &[6001, 6002],
+        "C pulls through B: {best:?}"
+    );
+
+    // And the media takes that way.
+    let (_sub, origin) = subscriber(&c.url).await;
+    let hops = announced(&origin).await;
+    assert_eq!(&hops[1..], &[6001, 6002, 6003]);
+    let mut reader = reader(&origin);
+    write_group(&track, 0, 0, &["tri"]);
+    assert_eq!(read_payloads(&mut reader).await, (0, vec!["tri".into()]));
+    b.metric_reaches("starling_upstream_subscriptions", 1.0)
+        .await;
+}
