@@ -457,6 +457,9 @@ impl Inner {
         let (grant, mut lease) = (admitted.grant, admitted.lease);
         let mut config = SessionConfig::new(self.hop);
         config.max_hops = self.config.cluster.max_hops;
+        // A peer relay (so its auth grant says) hears hidden paths, and its routes take the
+        // peer tie-break.
+        config.cluster_peer = grant.peer;
         config.root = grant.root.clone();
         config.access = grant
             .permissions

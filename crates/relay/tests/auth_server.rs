@@ -285,3 +285,72 @@ async fn an_unreachable_or_failing_server_refuses_and_http_answers_502() {
     server.answer_with(200, json!({"subscribe": ["**"]}));
     assert_eq!(http_status(port, "/announced/room?jwt=v").await, 200);
 }
+
+/// A grant marked `"peer": true` makes the session a cluster peer: it hears hidden (`.`)
+/// paths, which a plain grant's session does not (moq-relay's peer classification).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_grant_hears_hidden_paths_and_a_plain_one_does_not() {
+    use starling_model::{BroadcastProducer, Limits, Origin, Route};
+    use starling_proto::Path;
+    let (server, auth) = AuthServer::start(everything()).await;
+    let url = relay(&auth, Duration::from_secs(30)).await;
+
+    // A publisher announces a hidden path and a plain one.
+    let published = Origin::new();
+    let broadcasts = [".stats/node/x", "room/a"].map(|path| {
+        let broadcast = BroadcastProducer::new(Limits::default());
+        let route = published
+            .publish(
+                Path::new(path).unwrap(),
+                broadcast.consume(),
+                Route::local(),
+            )
+            .unwrap();
+        (broadcast, route)
+    });
+    let mut config = SessionConfig::new(random_hop());
+    config.publish = Some(published);
+    // As a relay publishes (moq-relay's dialer): hidden paths included.
+    config.cluster_peer = true;
+    let _publisher = connect(&url, "/", Some(Role::Publisher), config)
+        .await
+        .unwrap();
+
+    let listen = |target: &'static str| {
+        let url = url.clone();
+        async move {
+            let origin = Origin::new();
+            let mut config = SessionConfig::new(random_hop());
+            config.consume = Some(origin.clone());
+            let session = connect(&url, target, None, config).await.unwrap();
+            (session, origin)
+        }
+    };
+    let hidden = Path::new(".stats/node/x").unwrap();
+    let plain = Path::new("room/a").unwrap();
+    let wait_for = |origin: &Origin, path: &Path| {
+        let (origin, path) = (origin.clone(), path.clone());
+        async move {
+            let interest = origin.interest(Path::empty()).unwrap();
+            let mut changed = Vec::new();
+            while origin.route(&path, None).is_none() {
+                within(interest.changed(&mut changed)).await;
+            }
+        }
+    };
+
+    let (_plain_session, plain_origin) = listen("/?as=client").await;
+    wait_for(&plain_origin, &plain).await;
+    // Answers to one announce request arrive in one write: had the hidden path been sent,
+    // it would be here by now.
+    assert!(plain_origin.route(&hidden, None).is_none());
+
+    server.answer_with(
+        200,
+        json!({"publish": ["**"], "subscribe": ["**"], "peer": true}),
+    );
+    let (_peer_session, peer_origin) = listen("/?as=peer").await;
+    wait_for(&peer_origin, &hidden).await;
+    wait_for(&peer_origin, &plain).await;
+    drop(broadcasts);
+}

@@ -361,6 +361,7 @@ mod tests {
                         },
                         expires: None,
                         revalidate: None,
+                        peer: false,
                     })
                 } else {
                     Err(Refusal::Server)

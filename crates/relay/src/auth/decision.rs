@@ -105,12 +105,17 @@ pub struct Decision {
     pub expires: Option<SystemTime>,
     /// The server asked to be re-checked at least this often.
     pub revalidate: Option<Duration>,
+    /// The session is another relay of the cluster (an auth server's `"peer": true`): it
+    /// hears hidden paths and the routes it announces are peer-learned.
+    pub peer: bool,
 }
 
 impl Decision {
-    /// Whether `fresh` still allows everything this decision allowed, at the same root.
+    /// Whether `fresh` still allows everything this decision allowed, at the same root and
+    /// with the same standing as a peer (a flip closes the session, as moq-relay does).
     pub fn covered_by(&self, fresh: &Decision) -> bool {
         self.permissions.root == fresh.permissions.root
+            && self.peer == fresh.peer
             && fresh.permissions.publish.covers(&self.permissions.publish)
             && fresh
                 .permissions

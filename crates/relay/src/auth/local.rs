@@ -57,6 +57,7 @@ impl LocalPolicy {
             permissions,
             expires,
             revalidate: None,
+            peer: false,
         })
     }
 }

@@ -39,6 +39,8 @@ pub struct Grant {
     pub subscribe: bool,
     /// The scoped permissions when authentication is configured; `None` on an open relay.
     pub permissions: Option<Permissions>,
+    /// Another relay of the cluster (an auth server's `"peer": true`).
+    pub peer: bool,
 }
 
 /// An admitted session's grant and the lease that keeps it.
@@ -235,6 +237,7 @@ impl Authority {
                     publish: true,
                     subscribe: true,
                     permissions: None,
+                    peer: false,
                 };
                 (grant, Lease::fixed(None))
             }
@@ -245,7 +248,8 @@ impl Authority {
                 if decision.expires.is_some_and(|at| at <= SystemTime::now()) {
                     return Err(Arc::new(Refusal::Token(AuthError::Expired)));
                 }
-                let grant = scoped(&decision.permissions)?;
+                let mut grant = scoped(&decision.permissions)?;
+                grant.peer = decision.peer;
                 let report = server
                     .as_ref()
                     .filter(|_| report_end)
@@ -312,6 +316,7 @@ fn scoped(permissions: &Permissions) -> Result<Grant, Arc<Refusal>> {
         publish,
         subscribe,
         permissions: Some(permissions.clone()),
+        peer: false,
     })
 }
 

@@ -185,6 +185,7 @@ fn decision(path: &str, grant: ServerGrant) -> Result<Decision, Refusal> {
         },
         expires: grant.expires,
         revalidate: grant.revalidate,
+        peer: grant.peer,
     })
 }
 
