@@ -435,3 +435,41 @@ async fn a_triangle_has_no_loops_and_prices_each_link_at_both_ends() {
     b.metric_reaches("starling_upstream_subscriptions", 1.0)
         .await;
 }
+
+/// A port free for both UDP and TCP on 127.0.0.1 (a relay binds both).
+fn free_addr() -> SocketAddr {
+    for _ in 0..50 {
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = udp.local_addr().unwrap();
+        if std::net::TcpListener::bind(addr).is_ok() {
+            return addr;
+        }
+    }
+    panic!("no port free for both UDP and TCP");
+}
+
+/// `--cluster-connect-dns`: every address a name resolves to is a peer; an address that turns
+/// out to be this relay (its SETUP carries our hop) is not dialed again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peers_from_dns_are_dialed_and_the_relay_itself_is_skipped() {
+    use starling_relay::cluster::DnsPeers;
+    let a = Member::start(7001, &[], None).await;
+    let own = free_addr();
+    let names = vec![
+        DnsPeers::parse(&format!("moqt://localhost:{}/", a.addr.port())).unwrap(),
+        DnsPeers::parse(&format!("moqt://localhost:{}/", own.port())).unwrap(),
+    ];
+    let b = Member::start_with(7002, &[], Some(own), |cluster| cluster.connect_dns = names).await;
+    b.metric_reaches("starling_cluster_peer_links", 1.0).await;
+    let nodes = get(b.internal, "/nodes").await.json();
+    let listed = nodes["nodes"].as_array().unwrap().clone();
+    assert_eq!(listed.len(), 1, "{nodes}");
+    assert_eq!(listed[0]["node"], format!("moqt://{}", a.addr));
+
+    // The media path works through the discovered link.
+    let mut publisher = Publisher::connect(&a.url, Version::Lite06).await;
+    publisher.broadcast(BROADCAST);
+    let (_sub, origin) = subscriber(&b.url).await;
+    let hops = announced(&origin).await;
+    assert_eq!(&hops[1..], &[7001, 7002]);
+}

@@ -8,7 +8,7 @@ use clap::Args;
 use serde::Deserialize;
 use starling_net::TlsVerify;
 use starling_proto::Version;
-use starling_relay::cluster::{parse_peers, ConnectApi, PeerSpec};
+use starling_relay::cluster::{parse_peers, ConnectApi, DnsPeers, PeerSpec};
 use starling_relay::{
     parse_patterns, AuthConfig, ClusterConfig, KeySource, Relay, RelayConfig, RelayError, TlsSource,
 };
@@ -94,6 +94,11 @@ struct ClusterArgs {
     /// `{url, cost, egress, token}` objects.
     #[arg(long)]
     cluster_connect_api: Option<String>,
+    /// A peer URL whose host is a DNS name: every A/AAAA address it resolves to (re-resolved
+    /// every 5 s) is a peer, dialed at the URL with the host replaced (a Kubernetes headless
+    /// Service). Repeatable.
+    #[arg(long)]
+    cluster_connect_dns: Vec<String>,
     /// This relay's own URL: an entry naming it is not dialed.
     #[arg(long)]
     cluster_node: Option<String>,
@@ -145,7 +150,7 @@ struct FileConfig {
 }
 
 /// `[cluster]`: `id`, `max_hops`, `connect` (a URL, or an array of URLs and `{url, cost,
-/// egress, token}` objects), `connect_api`, `node`, `token` (a file), `peer_keep_alive`, `peer_idle_timeout`.
+/// egress, token}` objects), `connect_api`, `connect_dns`, `node`, `token` (a file), `peer_keep_alive`, `peer_idle_timeout`.
 /// `mesh` and `linger` are refused (removed by moq-relay).
 #[derive(Deserialize, Debug, Default)]
 #[serde(deny_unknown_fields)]
@@ -155,6 +160,8 @@ struct FileCluster {
     #[serde(default)]
     connect: OneOrMany<PeerSpec>,
     connect_api: Option<String>,
+    #[serde(default)]
+    connect_dns: OneOrMany<String>,
     node: Option<String>,
     token: Option<PathBuf>,
     peer_keep_alive: Option<String>,
@@ -330,6 +337,17 @@ fn cluster(
         node: flags.cluster_node.or(file.node),
         ..ClusterConfig::default()
     };
+    let dns = if flags.cluster_connect_dns.is_empty() {
+        file.connect_dns.into_vec()
+    } else {
+        flags.cluster_connect_dns
+    };
+    config.connect_dns = dns
+        .iter()
+        .map(|name| {
+            DnsPeers::parse(name).with_context(|| format!("--cluster-connect-dns {name:?}"))
+        })
+        .collect::<anyhow::Result<_>>()?;
     if let Some(api) = flags.cluster_connect_api.or(file.connect_api) {
         config.connect_api = Some(ConnectApi::parse(&api).context("--cluster-connect-api")?);
     }

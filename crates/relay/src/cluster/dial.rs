@@ -45,6 +45,8 @@ enum LinkError {
     Protocol(String),
     #[error("moq-lite handshake: {0}")]
     Handshake(#[from] starling_session::Error),
+    #[error("the peer is this relay (its SETUP carries our hop)")]
+    Itself,
 }
 
 /// Start the cluster's links: one task per peer to dial, kept in step with the configured
@@ -55,7 +57,7 @@ pub(crate) fn start(
     mesh: Arc<Mesh>,
 ) -> Result<Option<JoinHandle<()>>, crate::RelayError> {
     let fixed = config.dials();
-    if fixed.is_empty() && config.connect_api.is_none() {
+    if fixed.is_empty() && config.connect_api.is_none() && config.connect_dns.is_empty() {
         tracing::info!("no cluster peers configured; running standalone");
         return Ok(None);
     }
@@ -111,25 +113,65 @@ struct Links {
 }
 
 impl Links {
-    async fn run(mut self, api: Option<ApiReader>) {
+    /// Keep the links in step with every source: the fixed peers, the connect API's list and
+    /// the DNS names' answers, each read on its own schedule.
+    async fn run(mut self, mut api: Option<ApiReader>) {
+        let dns = self.config.connect_dns.clone();
+        let mut api_peers: Vec<PeerEntry> = Vec::new();
+        let mut dns_peers: Vec<Vec<PeerEntry>> = vec![Vec::new(); dns.len()];
+        let now = tokio::time::Instant::now();
+        let (mut next_api, mut next_dns) = (now, now);
         self.apply(&[]);
-        let Some(mut api) = api else {
-            std::future::pending::<()>().await;
-            return;
-        };
         loop {
-            match api.read().await {
-                Ok(Some(list)) => {
-                    let list = self.config.filter(list);
-                    tracing::info!(peers = list.len(), "cluster peer list read");
-                    self.apply(&list);
+            let now = tokio::time::Instant::now();
+            let mut changed = false;
+            if let Some(reader) = api.as_mut().filter(|_| next_api <= now) {
+                match reader.read().await {
+                    Ok(Some(list)) => {
+                        api_peers = self.config.filter(list);
+                        tracing::info!(peers = api_peers.len(), "cluster peer list read");
+                        changed = true;
+                    }
+                    Ok(None) => {}
+                    Err(err) => {
+                        tracing::warn!(%err, "cluster peer list refused; keeping the current peers")
+                    }
                 }
-                Ok(None) => {}
-                Err(err) => {
-                    tracing::warn!(%err, "cluster peer list refused; keeping the current peers")
-                }
+                next_api = now + reader.interval();
             }
-            tokio::time::sleep(api.interval()).await;
+            if !dns.is_empty() && next_dns <= now {
+                for (name, peers) in dns.iter().zip(dns_peers.iter_mut()) {
+                    match name.resolve().await {
+                        Ok(addresses) => {
+                            let found = self.config.filter(name.peers(addresses));
+                            changed |= found != *peers;
+                            *peers = found;
+                        }
+                        Err(err) => {
+                            tracing::warn!(%err, "cluster DNS name did not resolve; keeping its peers")
+                        }
+                    }
+                }
+                next_dns = now + super::dns::RESOLVE_EVERY;
+            }
+            if changed {
+                let listed: Vec<PeerEntry> = api_peers
+                    .iter()
+                    .chain(dns_peers.iter().flatten())
+                    .cloned()
+                    .collect();
+                self.apply(&listed);
+            }
+            let wake = match (api.is_some(), dns.is_empty()) {
+                (true, true) => Some(next_api),
+                (true, false) => Some(next_api.min(next_dns)),
+                (false, false) => Some(next_dns),
+                (false, true) => None,
+            };
+            match wake {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending::<()>().await,
+            }
         }
     }
 
@@ -172,6 +214,11 @@ async fn link(mesh: Arc<Mesh>, dialer: Arc<Dialer>, peer: PeerEntry, policy: Red
             Ok(reason) => {
                 tracing::info!(peer = %peer.key, %reason, "peer link closed; redialing")
             }
+            Err(LinkError::Itself) => {
+                // A DNS answer or a list that names this relay: never dial it again.
+                tracing::info!(peer = %peer.key, "peer is this relay; not dialing it");
+                std::future::pending::<()>().await;
+            }
             Err(err) => tracing::info!(peer = %peer.key, %err, "peer link failed"),
         }
         tokio::time::sleep(redial.after(started.elapsed(), rand::random())).await;
@@ -208,6 +255,9 @@ async fn attempt(
     };
     let session = Session::connect(dialed.transport, version, setup, config).await?;
     let session = ClosedOnDrop(session);
+    if session.0.peer().hop == mesh.hop {
+        return Err(LinkError::Itself);
+    }
     tracing::info!(peer = %peer.key, %version, transport = transport.as_str(), "peer link up");
     let info = SessionInfo {
         id: mesh.sessions.next_id(),

@@ -10,6 +10,7 @@
 
 mod api;
 mod dial;
+mod dns;
 mod peer;
 mod redial;
 
@@ -19,6 +20,7 @@ use starling_net::TlsVerify;
 
 pub use api::{parse_list, ApiError, ConnectApi, FILE_CHECK, POLL};
 pub(crate) use dial::{start, Mesh};
+pub use dns::{DnsPeers, RESOLVE_EVERY};
 pub use peer::{parse_peers, PeerEntry, PeerError, PeerObject, PeerSpec};
 pub use redial::{Redial, RedialPolicy};
 
@@ -52,6 +54,8 @@ pub struct ClusterConfig {
     /// A peer list kept up to date at run time (`--cluster-connect-api`): peers it adds are
     /// dialed, peers it drops are released, changed ones redialed.
     pub connect_api: Option<ConnectApi>,
+    /// DNS names whose addresses are peers (`--cluster-connect-dns`), re-resolved every 5 s.
+    pub connect_dns: Vec<DnsPeers>,
     /// The credential for peers whose entry carries none (`--cluster-token`'s file).
     pub token: Option<String>,
     /// This relay's own URL (`--cluster-node`): a peer entry with its key is not dialed.
@@ -74,6 +78,7 @@ impl Default for ClusterConfig {
             max_hops: starling_proto::limits::MAX_HOPS,
             connect: Vec::new(),
             connect_api: None,
+            connect_dns: Vec::new(),
             token: None,
             node: None,
             connect_tls: TlsVerify::System,
