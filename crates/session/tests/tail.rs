@@ -203,12 +203,19 @@ async fn subscribed(
     (sub, track, upstream)
 }
 
-async fn a_group_arriving_after_the_end_is_still_delivered(version: Version) {
-    tokio::time::pause();
+/// A subscriber reading through the relay from the hand-driven publisher, after the publisher
+/// served group 0 and then sent END (exclusive 2) and FIN: group 1 is owed.
+struct Ended {
+    peer: MemTransport,
+    track: starling_model::TrackConsumer,
+    upstream: Upstream,
+    _sub: Subscriber,
+}
+
+async fn ended_owing_group_one(version: Version) -> Ended {
     let relay = Relay::new();
     let (peer, mut upstreams) = raw_publisher(&relay, version).await;
-    let (_sub, mut track, mut upstream) = subscribed(&relay, version, &mut upstreams).await;
-
+    let (sub, mut track, mut upstream) = subscribed(&relay, version, &mut upstreams).await;
     respond(
         &mut upstream,
         SubscribeResponse::Start { group: 0 },
@@ -217,15 +224,28 @@ async fn a_group_arriving_after_the_end_is_still_delivered(version: Version) {
     .await;
     send_group(&peer, upstream.id, 0, version).await;
     assert_eq!(read_group(&mut track).await, (0, vec!["g0".to_string()]));
-
-    // END (exclusive 2) and FIN, then let the relay read them, before group 1's stream opens.
     respond(&mut upstream, SubscribeResponse::End { group: 2 }, version).await;
     upstream.send.finish().unwrap();
-    settle().await;
-    send_group(&peer, upstream.id, 1, version).await;
+    Ended {
+        peer,
+        track,
+        upstream,
+        _sub: sub,
+    }
+}
 
-    assert_eq!(read_group(&mut track).await, (1, vec!["g1".to_string()]));
-    let end = tokio::time::timeout(TIMEOUT, track.next_group())
+async fn a_group_arriving_after_the_end_is_still_delivered(version: Version) {
+    tokio::time::pause();
+    let mut ended = ended_owing_group_one(version).await;
+    // Let the relay read END and FIN before group 1's stream opens.
+    settle().await;
+    send_group(&ended.peer, ended.upstream.id, 1, version).await;
+
+    assert_eq!(
+        read_group(&mut ended.track).await,
+        (1, vec!["g1".to_string()])
+    );
+    let end = tokio::time::timeout(TIMEOUT, ended.track.next_group())
         .await
         .expect("the track ends");
     assert!(
@@ -249,24 +269,10 @@ async fn lite05_a_group_arriving_after_the_end_is_still_delivered() {
 #[tokio::test]
 async fn an_owed_group_that_never_arrives_ends_the_track_after_the_grace() {
     tokio::time::pause();
-    let version = Version::Lite06;
-    let relay = Relay::new();
-    let (peer, mut upstreams) = raw_publisher(&relay, version).await;
-    let (_sub, mut track, mut upstream) = subscribed(&relay, version, &mut upstreams).await;
-
-    respond(
-        &mut upstream,
-        SubscribeResponse::Start { group: 0 },
-        version,
-    )
-    .await;
-    send_group(&peer, upstream.id, 0, version).await;
-    assert_eq!(read_group(&mut track).await, (0, vec!["g0".to_string()]));
-    respond(&mut upstream, SubscribeResponse::End { group: 2 }, version).await;
-    upstream.send.finish().unwrap();
+    let mut ended = ended_owing_group_one(Version::Lite06).await;
     let ended_at = tokio::time::Instant::now();
 
-    let end = tokio::time::timeout(TIMEOUT, track.next_group())
+    let end = tokio::time::timeout(TIMEOUT, ended.track.next_group())
         .await
         .expect("the track ends within the step");
     assert!(matches!(end, Ok(None)), "got {end:?}");
