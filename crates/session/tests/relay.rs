@@ -472,3 +472,30 @@ async fn route_changes_are_held_and_a_burst_is_one_update() {
     wait_announced(&sub.origin, "room/alice", false).await;
     assert!(withdrawn_at.elapsed() < std::time::Duration::from_millis(100));
 }
+
+/// A request never flows back towards the peer a route came through: the publisher itself
+/// asking the relay for its own broadcast finds no route (0x36), as a peer relay asking for a
+/// path whose only route goes through it does (cluster statement 19).
+#[tokio::test]
+async fn a_request_from_the_routes_own_peer_is_unroutable() {
+    let relay = Relay::new();
+    let publisher = publisher(&relay, Version::Lite06, "room/alice", &["video"]).await;
+    wait_announced(&relay.origin, "room/alice", true).await;
+    let looped = publisher
+        .session
+        .consume_broadcast(path("room/alice"))
+        .subscribe_track("video", Default::default())
+        .unwrap();
+    let err = tokio::time::timeout(TIMEOUT, looped.info())
+        .await
+        .expect("an answer in time")
+        .unwrap_err();
+    assert_eq!(err, starling_proto::StreamCode::Unroutable);
+    // Anyone else is served.
+    let sub = subscriber(&relay, Version::Lite06).await;
+    let track = sub.track("room/alice", "video").await;
+    assert!(tokio::time::timeout(TIMEOUT, track.info())
+        .await
+        .unwrap()
+        .is_ok());
+}
