@@ -14,7 +14,7 @@ use criterion::{
     criterion_group, criterion_main, measurement::WallTime, BenchmarkGroup, BenchmarkId, Criterion,
     SamplingMode, Throughput,
 };
-use starling_bench::{runtime, Dash, DashShape, Delivery};
+use starling_bench::{runtime, Dash, DashShape, Delivery, Teardown};
 use tokio::runtime::Runtime;
 
 fn delivery(c: &mut Criterion) {
@@ -129,9 +129,53 @@ fn dash(c: &mut Criterion) {
     group.finish();
 }
 
+/// Route teardown and refollow (one peer leaving and coming back) at 256 / 1024 / 2048
+/// prefixes x 1 / 16 broadcasts each, and a peer that had announced 10 000 broadcasts under one
+/// prefix. Each measured step is one whole teardown (or refollow); the other step runs
+/// untimed between them to restore the table.
+fn routes(c: &mut Criterion) {
+    let points: Vec<(usize, usize)> = [256usize, 1024, 2048]
+        .iter()
+        .flat_map(|&prefixes| [(prefixes, 1), (prefixes, 16)])
+        .chain([(1, 10_000)])
+        .collect();
+    for (name, timed_teardown) in [("routes_teardown", true), ("routes_refollow", false)] {
+        let mut group = c.benchmark_group(name);
+        group.sampling_mode(SamplingMode::Flat);
+        group.sample_size(10);
+        for &(prefixes, per_prefix) in &points {
+            let id = BenchmarkId::new(format!("prefixes_{prefixes}_x"), per_prefix);
+            let mut state: Option<Teardown> = None;
+            group.bench_function(id, |b| {
+                let shape = state.get_or_insert_with(|| {
+                    Teardown::setup(prefixes, per_prefix).expect("routes setup")
+                });
+                b.iter_custom(|iters| {
+                    let mut spent = Duration::ZERO;
+                    for _ in 0..iters {
+                        if timed_teardown {
+                            let start = Instant::now();
+                            shape.teardown();
+                            spent += start.elapsed();
+                            shape.refollow().expect("refollow");
+                        } else {
+                            shape.teardown();
+                            let start = Instant::now();
+                            shape.refollow().expect("refollow");
+                            spent += start.elapsed();
+                        }
+                    }
+                    spent
+                })
+            });
+        }
+        group.finish();
+    }
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().warm_up_time(Duration::from_secs(1));
-    targets = delivery, dash
+    targets = delivery, dash, routes
 }
 criterion_main!(benches);

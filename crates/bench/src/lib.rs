@@ -12,12 +12,14 @@ mod error;
 mod mesh;
 mod routes;
 mod tally;
+mod teardown;
 
 pub use dash::{Dash, DashShape};
 pub use delivery::{Delivery, FRAME_BYTES, GOP_FRAMES};
 pub use error::Error;
 pub use mesh::{cache_limits, link, session_limits, Mesh, Relay};
 pub use tally::Tally;
+pub use teardown::Teardown;
 
 use std::time::Duration;
 

@@ -67,3 +67,14 @@ async fn dash_production_mesh_at_one_track() {
     };
     dash(shape, 2).await;
 }
+
+#[test]
+fn routes_teardown_and_refollow_touch_each_route_once() {
+    let mut shape = starling_bench::Teardown::setup(16, 4).expect("routes setup");
+    for _ in 0..3 {
+        // Every path's best route moves to the staying one: each heard of once.
+        assert_eq!(shape.teardown(), shape.routes());
+        // Coming back, the peer's interests are told of every staying route.
+        assert_eq!(shape.refollow().expect("refollow"), shape.routes());
+    }
+}

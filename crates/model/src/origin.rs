@@ -7,8 +7,9 @@
 //! interest collects the paths that changed; its reader diffs them against what it already told
 //! its peer, so a slow reader costs a bounded set of paths, never a growing event queue.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::poll_fn;
+use std::ops::Bound;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -114,7 +115,9 @@ struct InterestState {
 #[derive(Debug, Default)]
 struct OriginState {
     next_id: u64,
-    broadcasts: HashMap<Path, Vec<RouteEntry>>,
+    /// Ordered by path, so the paths under a prefix are one range (the prefix itself, then
+    /// `prefix/…`), never a scan of every path.
+    broadcasts: BTreeMap<Path, Vec<RouteEntry>>,
     route_paths: HashMap<u64, Path>,
     interests_by_prefix: HashMap<Path, Vec<u64>>,
     interests: HashMap<u64, InterestState>,
@@ -294,23 +297,35 @@ impl Origin {
         state.best(path, exclude_hop).map(|e| e.broadcast.clone())
     }
 
-    /// Every path under `prefix` with a live route, and that route.
+    /// Every path under `prefix` with a live route, and that route, in path order. Costs the
+    /// paths under the prefix, not every path the origin holds.
     pub fn announced(&self, prefix: &Path, exclude_hop: Option<u64>) -> Vec<Announced> {
         let state = self.state.lock();
-        let mut out: Vec<Announced> = state
-            .broadcasts
-            .keys()
-            .filter(|path| path.has_prefix(prefix))
-            .filter_map(|path| {
-                state.best(path, exclude_hop).map(|entry| Announced {
-                    path: path.clone(),
-                    broadcast: entry.broadcast.clone(),
-                    route: entry.route.clone(),
-                })
+        let announced = |path: &Path| {
+            state.best(path, exclude_hop).map(|entry| Announced {
+                path: path.clone(),
+                broadcast: entry.broadcast.clone(),
+                route: entry.route.clone(),
             })
-            .collect();
-        out.sort_by(|a, b| a.path.cmp(&b.path));
-        out
+        };
+        if prefix.is_empty() {
+            return state.broadcasts.keys().filter_map(announced).collect();
+        }
+        // The prefix itself, then `prefix/…`: every string starting with `prefix/` sorts at or
+        // after it and before `prefix0` ('0' follows '/').
+        let children_from = format!("{prefix}/");
+        let children_to = format!("{prefix}0");
+        let children = state.broadcasts.range::<str, _>((
+            Bound::Included(children_from.as_str()),
+            Bound::Excluded(children_to.as_str()),
+        ));
+        state
+            .broadcasts
+            .get_key_value(prefix)
+            .into_iter()
+            .chain(children)
+            .filter_map(|(path, _)| announced(path))
+            .collect()
     }
 
     /// Start hearing about changes under `prefix`.

@@ -835,3 +835,37 @@ fn equal_peer_routes_are_ranked_by_their_hash_not_their_age() {
         .unwrap();
     assert!(best_is(&origin, "demo/clock", None, &new.consume()));
 }
+
+#[test]
+fn announced_lists_the_prefix_and_what_is_below_it_only() {
+    let origin = Origin::new();
+    let broadcasts: Vec<BroadcastProducer> = (0..8).map(|_| broadcast()).collect();
+    let paths = [
+        "a/b", "a/b/c", "a/b/c/d", "a/b!", "a/bc", "a/b0", "a", "b/a/b",
+    ];
+    let _handles: Vec<_> = paths
+        .iter()
+        .zip(&broadcasts)
+        .map(|(path, b)| {
+            origin
+                .publish(p(path), b.consume(), Route::local())
+                .unwrap()
+        })
+        .collect();
+    let listed = |prefix: &str| -> Vec<String> {
+        origin
+            .announced(&p(prefix), None)
+            .into_iter()
+            .map(|a| a.path.to_string())
+            .collect()
+    };
+    assert_eq!(listed("a/b"), vec!["a/b", "a/b/c", "a/b/c/d"]);
+    assert_eq!(listed("a/b/c"), vec!["a/b/c", "a/b/c/d"]);
+    assert_eq!(listed("a").len(), 7);
+    assert_eq!(listed("").len(), 8);
+    assert!(listed("a/b/c/d/e").is_empty());
+    let all = listed("");
+    let mut sorted = all.clone();
+    sorted.sort();
+    assert_eq!(all, sorted, "in path order");
+}
