@@ -37,8 +37,9 @@ pub const BROADCAST: &str = "interop/test";
 pub const TRACK: &str = "data";
 /// Bound on any single awaited event (connect, announcement, group, frame, readiness).
 pub const STEP: Duration = Duration::from_secs(10);
-/// Bound on a whole test.
-pub const BUDGET: Duration = Duration::from_secs(25);
+/// Bound on a whole test: longer than the steps on any path through it, so a stuck step fails
+/// with its own message (and the relay logs) before the budget does.
+pub const BUDGET: Duration = Duration::from_secs(60);
 /// Publisher max age and subscriber max age: far beyond the test's media time span.
 pub const MAX_AGE: Duration = Duration::from_secs(60);
 /// Payload of the sync group's only frame.
@@ -874,11 +875,20 @@ pub fn moq_relay_binary() -> PathBuf {
     PathBuf::from(home).join(".cache/starling/moq-relay-0.17.10/bin/moq-relay")
 }
 
+/// Where moq-relay ports are picked: below Linux's ephemeral range (32768 and up), so the
+/// ports the system hands to other tests' sockets (`:0` binds) cannot take one between the
+/// pick and moq-relay's bind.
+const MOQ_RELAY_PORTS: std::ops::Range<u16> = 20_000..32_000;
+
 /// A port free on 127.0.0.1 for both UDP and TCP (as moq-relay binds both on it).
 fn free_port() -> anyhow::Result<u16> {
-    for _ in 0..50 {
-        let udp = UdpSocket::bind("127.0.0.1:0")?;
-        let port = udp.local_addr()?.port();
+    use rand::Rng;
+    let mut rng = rand::thread_rng();
+    for _ in 0..200 {
+        let port = rng.gen_range(MOQ_RELAY_PORTS);
+        let Ok(_udp) = UdpSocket::bind(("127.0.0.1", port)) else {
+            continue;
+        };
         if TcpListener::bind(("127.0.0.1", port)).is_ok() {
             return Ok(port);
         }
@@ -886,8 +896,39 @@ fn free_port() -> anyhow::Result<u16> {
     bail!("no port free for both UDP and TCP on 127.0.0.1")
 }
 
+/// Whether moq-relay's log says it bound both listeners on `port` (so whatever answers there
+/// is this moq-relay, not another process that took the port first).
+fn moq_relay_listening(log: &std::path::Path, port: u16) -> bool {
+    let raw = std::fs::read_to_string(log).unwrap_or_default();
+    // The log is coloured: drop the ANSI escapes (ESC '[' … 'm') before matching.
+    let mut text = String::with_capacity(raw.len());
+    let mut escaped = false;
+    for c in raw.chars() {
+        match (escaped, c) {
+            (false, '\u{1b}') => escaped = true,
+            (true, 'm') => escaped = false,
+            (true, _) => {}
+            (false, c) => text.push(c),
+        }
+    }
+    let addr = format!("addr=127.0.0.1:{port}");
+    let bound = |kind: &str| {
+        text.lines()
+            .any(|line| line.contains("listening") && line.contains(&addr) && line.contains(kind))
+    };
+    bound("kind=\"quic\"") && bound("kind=\"http\"")
+}
+
 /// `GET /certificate.sha256` over plain HTTP/1.0; the body when the answer is 200.
 async fn fetch_fingerprint(port: u16) -> Option<String> {
+    // Bounded: a port that accepts and then says nothing must not hold the readiness loop.
+    tokio::time::timeout(Duration::from_secs(2), fetch_fingerprint_once(port))
+        .await
+        .ok()
+        .flatten()
+}
+
+async fn fetch_fingerprint_once(port: u16) -> Option<String> {
     let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
         .ok()?;
@@ -976,6 +1017,10 @@ impl MoqRelay {
                     "moq-relay exited with {status} before it was ready; log:\n{}",
                     std::fs::read_to_string(&log).unwrap_or_default()
                 );
+            }
+            if !moq_relay_listening(&log, port) {
+                tokio::time::sleep(Duration::from_millis(25)).await;
+                continue;
             }
             if let Some(fingerprint) = fetch_fingerprint(port).await {
                 return Ok(MoqRelay {
