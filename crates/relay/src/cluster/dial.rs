@@ -162,12 +162,14 @@ impl Links {
                     .collect();
                 self.apply(&listed);
             }
-            let wake = match (api.is_some(), dns.is_empty()) {
-                (true, true) => Some(next_api),
-                (true, false) => Some(next_api.min(next_dns)),
-                (false, false) => Some(next_dns),
-                (false, true) => None,
-            };
+            // The next source due; none (fixed peers only): nothing more to read.
+            let wake = [
+                api.is_some().then_some(next_api),
+                (!dns.is_empty()).then_some(next_dns),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
             match wake {
                 Some(at) => tokio::time::sleep_until(at).await,
                 None => std::future::pending::<()>().await,
