@@ -4,6 +4,10 @@
 //! the first reader of a track name creates the shared track and queues a request that the
 //! owning session answers with one upstream subscription. Later readers of the same name share
 //! that track, so fan-out costs one upstream whatever the number of readers.
+//!
+//! A *front* (see `front.rs`) is a dynamic broadcast too, but its requests are not queued for
+//! an owner: each new track is handed at once to the best route's broadcast, and handed on
+//! when that route's session is lost.
 
 use std::collections::{HashMap, VecDeque};
 use std::future::poll_fn;
@@ -13,6 +17,7 @@ use std::task::{Context, Poll};
 use parking_lot::Mutex;
 use starling_proto::StreamCode;
 
+use crate::front::{FrontHome, TrackRequest};
 use crate::stats::{CacheCounters, TrackSummary};
 use crate::track::{StartAt, TrackConsumer, TrackInfo, TrackProducer};
 use crate::waiters::Waiters;
@@ -21,18 +26,53 @@ use crate::Limits;
 #[derive(Debug)]
 struct BroadcastState {
     tracks: HashMap<String, TrackConsumer>,
-    requests: VecDeque<TrackProducer>,
+    requests: VecDeque<TrackRequest>,
     dynamic: bool,
     closed: bool,
     waiters: Waiters,
 }
 
 #[derive(Debug)]
-struct BroadcastShared {
+pub(crate) struct BroadcastShared {
     limits: Limits,
     /// Where this broadcast's tracks count the groups their caches drop.
     counters: Option<Arc<CacheCounters>>,
+    /// Set on a front: where its tracks are dispatched from.
+    front: Option<Arc<FrontHome>>,
     state: Mutex<BroadcastState>,
+}
+
+impl BroadcastShared {
+    fn new(
+        limits: Limits,
+        counters: Option<Arc<CacheCounters>>,
+        front: Option<Arc<FrontHome>>,
+        dynamic: bool,
+    ) -> Self {
+        BroadcastShared {
+            limits,
+            counters,
+            front,
+            state: Mutex::new(BroadcastState {
+                tracks: HashMap::new(),
+                requests: VecDeque::new(),
+                dynamic,
+                closed: false,
+                waiters: Waiters::default(),
+            }),
+        }
+    }
+
+    fn close(&self) {
+        let requests = {
+            let mut state = self.state.lock();
+            state.closed = true;
+            state.waiters.wake_all();
+            std::mem::take(&mut state.requests)
+        };
+        // Outside the lock: an unanswered request is handed to another route as it drops.
+        drop(requests);
+    }
 }
 
 /// Owns a broadcast: creates tracks, or answers track requests when dynamic.
@@ -54,17 +94,7 @@ impl BroadcastProducer {
 
     fn with_mode(limits: Limits, dynamic: bool) -> Self {
         BroadcastProducer {
-            shared: Arc::new(BroadcastShared {
-                limits,
-                counters: None,
-                state: Mutex::new(BroadcastState {
-                    tracks: HashMap::new(),
-                    requests: VecDeque::new(),
-                    dynamic,
-                    closed: false,
-                    waiters: Waiters::default(),
-                }),
-            }),
+            shared: Arc::new(BroadcastShared::new(limits, None, None, dynamic)),
         }
     }
 
@@ -94,7 +124,7 @@ impl BroadcastProducer {
     }
 
     /// The next track a reader asked for (dynamic broadcasts); `None` once closed.
-    pub fn poll_requested(&self, cx: &mut Context<'_>) -> Poll<Option<TrackProducer>> {
+    pub fn poll_requested(&self, cx: &mut Context<'_>) -> Poll<Option<TrackRequest>> {
         let mut state = self.shared.state.lock();
         if let Some(track) = state.requests.pop_front() {
             return Poll::Ready(Some(track));
@@ -106,7 +136,7 @@ impl BroadcastProducer {
         Poll::Pending
     }
 
-    pub async fn requested(&self) -> Option<TrackProducer> {
+    pub async fn requested(&self) -> Option<TrackRequest> {
         poll_fn(|cx| self.poll_requested(cx)).await
     }
 
@@ -126,12 +156,10 @@ impl BroadcastProducer {
         }
     }
 
-    /// End the broadcast: pending and future requests fail, readers see it closed.
+    /// End the broadcast: readers see it closed, future requests fail, and pending ones go
+    /// to another route when they belong to a front.
     pub fn close(&self) {
-        let mut state = self.shared.state.lock();
-        state.closed = true;
-        state.requests.clear();
-        state.waiters.wake_all();
+        self.shared.close();
     }
 }
 
@@ -187,11 +215,87 @@ impl BroadcastConsumer {
         }
         let producer =
             TrackProducer::counted(name, None, self.strong.limits, self.strong.counters.clone());
+        let Some(home) = &self.strong.front else {
+            let consumer = open(&producer.handle());
+            state.tracks.insert(name.to_string(), producer.handle());
+            state.requests.push_back(TrackRequest::direct(producer));
+            state.waiters.wake_all();
+            return Ok(consumer);
+        };
+        let producer = producer.resumable();
         let consumer = open(&producer.handle());
         state.tracks.insert(name.to_string(), producer.handle());
-        state.requests.push_back(producer);
-        state.waiters.wake_all();
+        drop(state);
+        // Outside the front's lock: dispatching locks the origin and the source.
+        let request = TrackRequest::fronted(producer, self.clone());
+        if let Err(request) = home.origin.dispatch(home, request, None) {
+            // No route serves this content any more.
+            request.abort(StreamCode::NotFound);
+            return Err(StreamCode::NotFound);
+        }
         Ok(consumer)
+    }
+
+    /// A front for `home`, with the limits and cache counters of the broadcast it first reads.
+    pub(crate) fn front(home: FrontHome, like: &BroadcastConsumer) -> BroadcastConsumer {
+        BroadcastConsumer {
+            strong: Arc::new(BroadcastShared::new(
+                like.strong.limits,
+                like.strong.counters.clone(),
+                Some(Arc::new(home)),
+                true,
+            )),
+        }
+    }
+
+    /// Queue a front's track for this broadcast's owner to pull; handed back when the
+    /// broadcast is closed.
+    pub(crate) fn push_request(&self, mut request: TrackRequest) -> Result<(), TrackRequest> {
+        let mut state = self.strong.state.lock();
+        if state.closed || !state.dynamic {
+            return Err(request);
+        }
+        request.set_source(self.clone());
+        // Listed with the source's tracks (status page), unless the name is taken by a live
+        // track or the table is full.
+        let name = request.track().name().to_string();
+        let listed = state.tracks.get(&name).is_some_and(|t| !t.is_closed());
+        if !listed && state.tracks.len() < self.strong.limits.max_tracks_per_broadcast {
+            state.tracks.insert(name, request.track().handle());
+        }
+        state.requests.push_back(request);
+        state.waiters.wake_all();
+        Ok(())
+    }
+
+    /// Close a front whose last route is gone.
+    pub(crate) fn close(&self) {
+        self.strong.close();
+    }
+
+    /// The front's place in its origin, if this is a front.
+    pub(crate) fn home(&self) -> Option<Arc<FrontHome>> {
+        self.strong.front.clone()
+    }
+
+    /// Remember a reader's hop on a front (see `FrontHome::readers`).
+    pub(crate) fn add_reader(&self, hop: Option<u64>) {
+        if let Some(home) = &self.strong.front {
+            home.add_reader(hop);
+        }
+    }
+
+    /// Whether this is a front of `key`, still open.
+    pub(crate) fn is_front_of(&self, key: &crate::front::FrontKey) -> bool {
+        self.strong.front.as_ref().is_some_and(|h| h.key == *key) && !self.is_closed()
+    }
+
+    pub(crate) fn downgrade(&self) -> std::sync::Weak<BroadcastShared> {
+        Arc::downgrade(&self.strong)
+    }
+
+    pub(crate) fn upgrade(weak: &std::sync::Weak<BroadcastShared>) -> Option<BroadcastConsumer> {
+        weak.upgrade().map(|strong| BroadcastConsumer { strong })
     }
 
     pub fn is_closed(&self) -> bool {

@@ -3,6 +3,11 @@
 //! The producer appends `Frame`s (payloads are `Bytes`, shared, never copied per reader); each
 //! consumer walks the same vector at its own index. A group ends finished or aborted with a
 //! moq-lite stream code, which readers see once they have read every frame before it.
+//!
+//! A group of a *resumable* track (a relay's front, see `front.rs`) outlives the source that
+//! was writing it: when that source is lost mid-group, the group is orphaned instead of
+//! aborted, readers wait inside it, and the next source continues it at the first frame not
+//! yet written.
 
 use std::future::poll_fn;
 use std::sync::Arc;
@@ -29,6 +34,9 @@ struct GroupState {
     frames: Vec<Frame>,
     bytes: usize,
     end: Option<Result<(), StreamCode>>,
+    /// Its producer was dropped mid-group on a resumable track: the group waits open for the
+    /// next source to continue it.
+    orphaned: bool,
     waiters: Waiters,
 }
 
@@ -46,9 +54,38 @@ impl Group {
                 frames: Vec::new(),
                 bytes: 0,
                 end: None,
+                orphaned: false,
                 waiters: Waiters::default(),
             }),
         })
+    }
+
+    /// Whether the group waits for a new source to continue it.
+    pub(crate) fn is_orphaned(&self) -> bool {
+        let state = self.state.lock();
+        state.orphaned && state.end.is_none()
+    }
+
+    /// Leave the group open for another producer; false if it already ended.
+    pub(crate) fn orphan(&self) -> bool {
+        let mut state = self.state.lock();
+        if state.end.is_some() {
+            return false;
+        }
+        state.orphaned = true;
+        true
+    }
+
+    /// Take over an orphaned group: the number of frames it already holds (the new source's
+    /// first frames up to that count are the same content and are skipped), or `None` when
+    /// it is not orphaned.
+    pub(crate) fn adopt(&self) -> Option<usize> {
+        let mut state = self.state.lock();
+        if !state.orphaned || state.end.is_some() {
+            return None;
+        }
+        state.orphaned = false;
+        Some(state.frames.len())
     }
 
     pub(crate) fn sequence(&self) -> u64 {
@@ -85,6 +122,11 @@ pub struct GroupProducer {
     /// The track whose cache accounts this group's bytes and timestamps, if any, and the
     /// group's arrival index in it.
     track: Option<(Arc<TrackShared>, u64)>,
+    /// Frames still to skip: a group continued from a new source starts again at its first
+    /// frame, and what the group already holds is not written twice.
+    skip: usize,
+    /// Ending the group is up to the next source (it belongs to a resumable track).
+    resumable: bool,
 }
 
 impl GroupProducer {
@@ -97,7 +139,21 @@ impl GroupProducer {
             group,
             limits,
             track,
+            skip: 0,
+            resumable: false,
         }
+    }
+
+    /// A producer of a resumable track's group that skips the first `skip` frames written.
+    pub(crate) fn resuming(mut self, skip: usize) -> Self {
+        self.skip = skip;
+        self.resumable = true;
+        self
+    }
+
+    /// Frames this producer will still skip (a continued group's already-held frames).
+    pub fn skipping(&self) -> usize {
+        self.skip
     }
 
     /// A group outside any track (a fetched group), bounded by `limits`.
@@ -112,6 +168,10 @@ impl GroupProducer {
     /// Append one frame. Refused past the group limits (frame size, frame count, group bytes)
     /// or after the group ended.
     pub fn write_frame(&mut self, frame: Frame) -> Result<(), ModelError> {
+        if self.skip > 0 {
+            self.skip -= 1;
+            return Ok(());
+        }
         let size = frame.payload.len();
         let timestamp = frame.timestamp;
         {
@@ -141,7 +201,8 @@ impl GroupProducer {
     }
 
     /// End the group cleanly after the frames written so far.
-    pub fn finish(self) {
+    pub fn finish(mut self) {
+        self.resumable = false;
         let mut state = self.group.state.lock();
         if state.end.is_none() {
             state.end = Some(Ok(()));
@@ -150,8 +211,15 @@ impl GroupProducer {
     }
 
     /// End the group with an error code (forwarded to readers after the frames they can read).
-    pub fn abort(self, code: StreamCode) {
+    pub fn abort(mut self, code: StreamCode) {
+        self.resumable = false;
         self.group.abort(code);
+    }
+
+    /// The source writing this group was lost: on a resumable track that is still open the
+    /// group waits for the next source; otherwise it is aborted as cancelled.
+    pub fn source_lost(self) {
+        drop(self)
     }
 
     /// A reader of this group from its first frame.
@@ -162,6 +230,15 @@ impl GroupProducer {
 
 impl Drop for GroupProducer {
     fn drop(&mut self) {
+        if self.resumable {
+            if let Some((track, _)) = &self.track {
+                // Decided under the track's lock, so a track closing at the same moment
+                // either sees the orphan and aborts it, or we see it closed.
+                if track.orphan(&self.group) {
+                    return;
+                }
+            }
+        }
         self.group.abort(StreamCode::Cancelled);
     }
 }

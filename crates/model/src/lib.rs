@@ -4,6 +4,7 @@
 
 mod broadcast;
 mod error;
+mod front;
 mod group;
 mod origin;
 mod stats;
@@ -12,6 +13,7 @@ mod waiters;
 
 pub use broadcast::{BroadcastConsumer, BroadcastProducer};
 pub use error::ModelError;
+pub use front::TrackRequest;
 pub use group::{Frame, GroupConsumer, GroupProducer};
 pub use origin::{fnv_key, Announced, Interest, Origin, OriginLimits, Route, RouteHandle};
 pub use stats::{CacheCounters, TrackStats, TrackSummary};

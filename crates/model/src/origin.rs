@@ -6,18 +6,22 @@
 //! the interests registered at that path's ancestors (at most 32 probes), never a scan. An
 //! interest collects the paths that changed; its reader diffs them against what it already told
 //! its peer, so a slow reader costs a bounded set of paths, never a growing event queue.
+//!
+//! Readers of a learned path get its front (`front.rs`), which the origin indexes weakly by
+//! path: a front closes when the last route it may use is removed.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::poll_fn;
 use std::ops::Bound;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 
 use parking_lot::Mutex;
 use starling_proto::{Path, RouteCost};
 
-use crate::broadcast::BroadcastConsumer;
+use crate::broadcast::{BroadcastConsumer, BroadcastShared};
 use crate::error::ModelError;
+use crate::front::{FrontHome, FrontKey, TrackRequest};
 use crate::waiters::Waiters;
 
 /// One way to reach a broadcast.
@@ -121,6 +125,19 @@ struct OriginState {
     route_paths: HashMap<u64, Path>,
     interests_by_prefix: HashMap<Path, Vec<u64>>,
     interests: HashMap<u64, InterestState>,
+    /// Fronts by path, held weakly: a front lives as long as its readers.
+    fronts: HashMap<Path, Vec<(FrontKey, Weak<BroadcastShared>)>>,
+    /// Tracks handed to another route after their source was lost.
+    failovers: u64,
+}
+
+impl RouteEntry {
+    /// Whether a front of `key` may read through this route.
+    fn serves(&self, key: &FrontKey) -> bool {
+        self.route.hops.first() == Some(&key.identity)
+            && key.view.is_none_or(|hop| !self.route.hops.contains(&hop))
+            && !self.broadcast.is_closed()
+    }
 }
 
 impl OriginState {
@@ -156,6 +173,41 @@ impl OriginState {
                     .cmp(&b.route.rank(path))
                     .then(b.id.cmp(&a.id))
             })
+    }
+
+    /// The best route a front of `key` may read through, other than `lost`.
+    fn best_for(
+        &self,
+        key: &FrontKey,
+        readers: &[u64],
+        lost: Option<&BroadcastConsumer>,
+    ) -> Option<&RouteEntry> {
+        self.broadcasts
+            .get(&key.path)?
+            .iter()
+            .filter(|r| r.serves(key))
+            .filter(|r| !readers.iter().any(|hop| r.route.hops.contains(hop)))
+            .filter(|r| lost.is_none_or(|lost| !r.broadcast.same(lost)))
+            .min_by(|a, b| {
+                a.route
+                    .rank(&key.path)
+                    .cmp(&b.route.rank(&key.path))
+                    .then(b.id.cmp(&a.id))
+            })
+    }
+
+    /// The fronts at `path` that no route serves any more; the caller closes them outside
+    /// the lock.
+    fn orphaned_fronts(&mut self, path: &Path) -> Vec<BroadcastConsumer> {
+        let Some(fronts) = self.fronts.get(path) else {
+            return Vec::new();
+        };
+        let routes = self.broadcasts.get(path);
+        fronts
+            .iter()
+            .filter(|(key, _)| routes.is_none_or(|routes| !routes.iter().any(|r| r.serves(key))))
+            .filter_map(|(_, weak)| BroadcastConsumer::upgrade(weak))
+            .collect()
     }
 
     fn remove_route(&mut self, id: u64) -> Option<Path> {
@@ -249,6 +301,9 @@ impl Origin {
             entry.route = route;
         }
         state.mark_dirty(&path);
+        let orphaned = state.orphaned_fronts(&path);
+        drop(state);
+        close_fronts(orphaned);
     }
 
     /// Remove many routes in one pass, touching each affected path once.
@@ -261,9 +316,13 @@ impl Origin {
             }
             handle.id = u64::MAX; // already removed; its drop does nothing
         }
+        let mut orphaned = Vec::new();
         for path in touched {
             state.mark_dirty(&path);
+            orphaned.extend(state.orphaned_fronts(&path));
         }
+        drop(state);
+        close_fronts(orphaned);
     }
 
     /// Tell interests that `path` may have changed (its broadcast closed, say).
@@ -291,10 +350,110 @@ impl Origin {
         })
     }
 
-    /// The broadcast to read for exactly `path`, by its best route.
+    /// The broadcast to read for exactly `path`, by its best route: a broadcast published
+    /// here is read directly, a learned one through its front, which follows the content to
+    /// another route when this one is lost.
     pub fn consume(&self, path: &Path, exclude_hop: Option<u64>) -> Option<BroadcastConsumer> {
-        let state = self.state.lock();
-        state.best(path, exclude_hop).map(|e| e.broadcast.clone())
+        // Handles upgraded under the lock are dropped after it: a front's last handle
+        // unregisters the front from this origin as it drops.
+        let mut graveyard = Vec::new();
+        let front = self.consume_locked(path, exclude_hop, &mut graveyard);
+        drop(graveyard);
+        front
+    }
+
+    fn consume_locked(
+        &self,
+        path: &Path,
+        exclude_hop: Option<u64>,
+        graveyard: &mut Vec<BroadcastConsumer>,
+    ) -> Option<BroadcastConsumer> {
+        let mut state = self.state.lock();
+        let best = state.best(path, exclude_hop)?;
+        let (Some(&identity), true) = (best.route.hops.first(), best.broadcast.is_dynamic()) else {
+            return Some(best.broadcast.clone());
+        };
+        let source = best.broadcast.clone();
+        // A reader whose hop no route goes through sees what everyone sees: it shares the
+        // common front (one upstream per track), which remembers its hop for handovers.
+        let hop = exclude_hop.filter(|hop| *hop != 0);
+        let view = hop.filter(|hop| {
+            state
+                .broadcasts
+                .get(path)
+                .is_some_and(|routes| routes.iter().any(|r| r.route.hops.contains(hop)))
+        });
+        let key = FrontKey {
+            path: path.clone(),
+            view,
+            identity,
+        };
+        let fronts = state.fronts.entry(path.clone()).or_default();
+        for (_, weak) in fronts.iter().filter(|(k, _)| *k == key) {
+            if let Some(front) = BroadcastConsumer::upgrade(weak) {
+                if front.is_front_of(&key) {
+                    front.add_reader(hop);
+                    return Some(front);
+                }
+                graveyard.push(front);
+            }
+        }
+        let home = FrontHome::new(self.clone(), key.clone());
+        home.add_reader(hop);
+        let front = BroadcastConsumer::front(home, &source);
+        fronts.push((key, front.downgrade()));
+        Some(front)
+    }
+
+    /// Hand a front's track to the best route for `home` other than `lost`; the request comes
+    /// back when no route qualifies.
+    pub(crate) fn dispatch(
+        &self,
+        home: &FrontHome,
+        mut request: TrackRequest,
+        lost: Option<&BroadcastConsumer>,
+    ) -> Result<(), TrackRequest> {
+        let readers = home.readers.lock().clone();
+        loop {
+            let source = {
+                let state = self.state.lock();
+                let Some(entry) = state.best_for(&home.key, &readers, lost) else {
+                    return Err(request);
+                };
+                entry.broadcast.clone()
+            };
+            let handover = request.is_handover();
+            // A source that closed in between is skipped: closed sources never qualify.
+            match source.push_request(request) {
+                Ok(()) => {
+                    if handover {
+                        self.state.lock().failovers += 1;
+                    }
+                    return Ok(());
+                }
+                Err(back) => request = back,
+            }
+            if !source.is_closed() {
+                // Not a dynamic broadcast: nothing can pull through it.
+                return Err(request);
+            }
+        }
+    }
+
+    /// Unregister a front whose last handle dropped.
+    pub(crate) fn forget_front(&self, key: &FrontKey) {
+        let mut state = self.state.lock();
+        if let Some(fronts) = state.fronts.get_mut(&key.path) {
+            fronts.retain(|(_, weak)| weak.strong_count() > 0);
+            if fronts.is_empty() {
+                state.fronts.remove(&key.path);
+            }
+        }
+    }
+
+    /// Tracks handed to another route after the session serving them was lost.
+    pub fn failovers(&self) -> u64 {
+        self.state.lock().failovers
     }
 
     /// Every path under `prefix` with a live route, and that route, in path order. Costs the
@@ -398,7 +557,18 @@ impl Drop for RouteHandle {
         let mut state = self.origin.state.lock();
         if let Some(path) = state.remove_route(self.id) {
             state.mark_dirty(&path);
+            let orphaned = state.orphaned_fronts(&path);
+            drop(state);
+            close_fronts(orphaned);
         }
+    }
+}
+
+/// Close fronts left without a route (outside the origin's lock: the last handle on a front
+/// may drop here, and a front's drop unregisters it from the origin).
+fn close_fronts(fronts: Vec<BroadcastConsumer>) {
+    for front in &fronts {
+        front.close();
     }
 }
 

@@ -104,6 +104,9 @@ struct Received {
 pub(crate) struct TrackShared {
     name: String,
     limits: Limits,
+    /// Fed by whichever source currently serves it (a relay's front): groups a lost source
+    /// was writing wait for the next one instead of ending.
+    resumable: bool,
     counters: Option<Arc<CacheCounters>>,
     state: Mutex<TrackState>,
 }
@@ -219,7 +222,27 @@ impl TrackShared {
             }
             state.closed = Some(result);
             state.waiters.wake_all();
+            if self.resumable {
+                // No source will continue them now.
+                let code = result.err().unwrap_or(StreamCode::Cancelled);
+                Self::abort_orphans(&state, code, |_| true);
+            }
         }
+    }
+
+    fn abort_orphans(state: &TrackState, code: StreamCode, which: impl Fn(u64) -> bool) {
+        for cached in state.groups.iter().flatten() {
+            if which(cached.group.sequence()) && cached.group.is_orphaned() {
+                cached.group.abort(code);
+            }
+        }
+    }
+
+    /// A resumable group lost its producer: keep it open for the next source unless the track
+    /// is closed. False when the group must be aborted instead.
+    pub(crate) fn orphan(&self, group: &Group) -> bool {
+        let state = self.state.lock();
+        state.closed.is_none() && group.orphan()
     }
 }
 
@@ -245,6 +268,7 @@ impl TrackProducer {
             shared: Arc::new(TrackShared {
                 name: name.into(),
                 limits,
+                resumable: false,
                 counters,
                 state: Mutex::new(TrackState {
                     info,
@@ -269,8 +293,43 @@ impl TrackProducer {
         }
     }
 
+    /// Make a fresh track resumable (see [`TrackShared::resumable`]); call it before any
+    /// handle on the track exists.
+    pub(crate) fn resumable(mut self) -> Self {
+        match Arc::get_mut(&mut self.shared) {
+            Some(shared) => shared.resumable = true,
+            None => debug_assert!(false, "resumable set on a shared track"),
+        }
+        self
+    }
+
+    pub fn is_resumable(&self) -> bool {
+        self.shared.resumable
+    }
+
     pub fn name(&self) -> &str {
         &self.shared.name
+    }
+
+    /// Where a new source should start so that nothing is missed or sent twice: the oldest
+    /// group a lost source left unfinished, else the group after the latest. `None` before
+    /// any group arrived.
+    pub fn resume_point(&self) -> Option<u64> {
+        let state = self.shared.state.lock();
+        let orphan = state
+            .groups
+            .iter()
+            .flatten()
+            .filter(|cached| cached.group.is_orphaned())
+            .map(|cached| cached.group.sequence())
+            .min();
+        orphan.or(state.latest.map(|(latest, _)| latest + 1))
+    }
+
+    /// The new source starts at `first`: orphaned groups below it will never be continued.
+    pub fn abandon_orphans_below(&self, first: u64) {
+        let state = self.shared.state.lock();
+        TrackShared::abort_orphans(&state, StreamCode::Cancelled, |sequence| sequence < first);
     }
 
     pub fn set_info(&self, info: TrackInfo) {
@@ -292,8 +351,22 @@ impl TrackProducer {
             if state.closed.is_some() {
                 return Err(ModelError::Ended);
             }
-            if state.by_sequence.contains_key(&sequence) {
-                return Err(ModelError::DuplicateGroup(sequence));
+            if let Some(&arrival) = state.by_sequence.get(&sequence) {
+                // A new source continuing a group the lost one left unfinished.
+                let orphan = state
+                    .groups
+                    .get(arrival.wrapping_sub(state.base) as usize)
+                    .and_then(|cached| cached.as_ref())
+                    .and_then(|cached| Some((cached.group.clone(), cached.group.adopt()?)));
+                return match orphan {
+                    Some((group, held)) => Ok(GroupProducer::new(
+                        group,
+                        self.shared.limits,
+                        Some((self.shared.clone(), arrival)),
+                    )
+                    .resuming(held)),
+                    None => Err(ModelError::DuplicateGroup(sequence)),
+                };
             }
             if state
                 .expired_through
@@ -317,11 +390,16 @@ impl TrackProducer {
             self.shared.enforce_cache(&mut state);
             state.waiters.wake_all();
         }
-        Ok(GroupProducer::new(
+        let producer = GroupProducer::new(
             group,
             self.shared.limits,
             Some((self.shared.clone(), arrival)),
-        ))
+        );
+        Ok(if self.shared.resumable {
+            producer.resuming(0)
+        } else {
+            producer
+        })
     }
 
     /// Start the group after the latest one (or group 0).

@@ -3,6 +3,7 @@
 mod common;
 
 use common::Flag;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -10,7 +11,7 @@ use futures::task::noop_waker;
 use futures::FutureExt;
 use starling_model::{
     BroadcastProducer, Frame, GroupConsumer, Limits, StartAt, TrackConsumer, TrackInfo,
-    TrackProducer,
+    TrackProducer, TrackRequest,
 };
 use starling_proto::StreamCode;
 
@@ -18,14 +19,14 @@ fn info() -> TrackInfo {
     TrackInfo::default()
 }
 
-fn requested(b: &BroadcastProducer) -> Poll<Option<TrackProducer>> {
+fn requested(b: &BroadcastProducer) -> Poll<Option<TrackRequest>> {
     let w = noop_waker();
     b.poll_requested(&mut Context::from_waker(&w))
 }
 
-fn take_request(b: &BroadcastProducer) -> TrackProducer {
+fn take_request(b: &BroadcastProducer) -> Arc<TrackProducer> {
     match requested(b) {
-        Poll::Ready(Some(t)) => t,
+        Poll::Ready(Some(t)) => t.track().clone(),
         Poll::Ready(None) => panic!("broadcast closed"),
         Poll::Pending => panic!("no request queued"),
     }

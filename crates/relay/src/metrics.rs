@@ -326,6 +326,13 @@ impl RelayMetrics {
             "Tracks the relay pulls from its peers and publishers (one subscription each)",
             gauge(upstream),
         );
+        let failovers: Counter = Counter::default();
+        failovers.inc_by(origin.failovers());
+        registry.register(
+            "failovers",
+            "Tracks handed to another route with the same publisher after the session serving them was lost",
+            failovers,
+        );
         registry.register(
             "cluster_peer_links",
             "Cluster peer links this relay dialed that are up",

@@ -323,7 +323,8 @@ impl SendStream for MemSend {
 
     fn reset(&mut self, code: u32) {
         let mut s = self.0 .0.lock().unwrap();
-        if !s.fin && s.reset.is_none() {
+        // Like QUIC: once the session closed, no reset reaches the peer.
+        if !s.fin && s.reset.is_none() && s.closed.is_none() {
             s.reset = Some(code);
             s.chunks.clear();
             s.buffered = 0;
@@ -355,7 +356,7 @@ impl Drop for MemSend {
         // Like QUIC libraries: a send stream dropped without finish is reset (code 0 is what a
         // dropped noq stream sends; callers reset explicitly with their own code first).
         let mut s = self.0 .0.lock().unwrap();
-        if !s.fin && s.reset.is_none() {
+        if !s.fin && s.reset.is_none() && s.closed.is_none() {
             s.reset = Some(0);
             s.readers.wake();
         }

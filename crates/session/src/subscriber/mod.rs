@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use starling_model::{BroadcastProducer, Demand, Frame, TrackProducer};
+use starling_model::{BroadcastProducer, Demand, Frame, TrackRequest};
 use starling_proto::{
     BidiType, GroupHeader, Path, StreamCode, Subscribe, SubscribeResponse, SubscribeUpdate, Track,
     TrackInfo,
@@ -30,28 +30,64 @@ pub(crate) async fn serve_requests<T: Transport>(
     wire: Path,
     broadcast: Arc<BroadcastProducer>,
 ) {
-    while let Some(track) = broadcast.requested().await {
+    while let Some(request) = broadcast.requested().await {
         let task_shared = shared.clone();
         let task_wire = wire.clone();
         let task_broadcast = broadcast.clone();
         shared.spawn(async move {
-            let track = Arc::new(track);
-            if let Err(err) = pull(&task_shared, &task_wire, &track).await {
-                tracing::debug!(?err, track = track.name(), "upstream subscription ended");
-                track.abort(err.stream_code());
-            }
+            let track = request.track().clone();
+            let result = pull(&task_shared, &task_wire, &request).await;
             task_broadcast.remove_track(&track);
+            drop(track);
+            match result {
+                Ok(Pulled::Finished) => request.finish(),
+                Ok(Pulled::Unused) => request.abort(StreamCode::Cancelled),
+                Err(err) if source_lost(&err) => {
+                    tracing::debug!(?err, track = request.track().name(), "upstream lost");
+                    request.source_lost();
+                }
+                Err(err) => {
+                    tracing::debug!(
+                        ?err,
+                        track = request.track().name(),
+                        "upstream subscription ended"
+                    );
+                    request.abort(err.stream_code());
+                }
+            }
+            // Cancelled with the session, the request is dropped unanswered and handed on.
         });
     }
 }
 
+/// Whether an upstream error means the session serving it is gone (rather than the
+/// publisher refusing or ending the track): the track can then go to another route.
+fn source_lost(err: &Error) -> bool {
+    match err {
+        Error::Transport(_) => reset_code(err).is_none(),
+        Error::Closed => true,
+        Error::Stream(code) => matches!(code, StreamCode::GoingAway | StreamCode::SessionClosed),
+        _ => false,
+    }
+}
+
+/// How a pull ended without error.
+enum Pulled {
+    /// The publisher ended the track.
+    Finished,
+    /// The last reader left.
+    Unused,
+}
+
 /// Pull one track from the peer: TRACK for its info, then, once a reader of groups arrived,
-/// SUBSCRIBE until no reader is left.
+/// SUBSCRIBE until no reader is left. A track handed over from a lost source is subscribed
+/// from where that source stopped, and must carry the same info.
 async fn pull<T: Transport>(
     shared: &Arc<Shared<T>>,
     wire: &Path,
-    track: &Arc<TrackProducer>,
-) -> Result<(), Error> {
+    request: &TrackRequest,
+) -> Result<Pulled, Error> {
+    let track = request.track();
     let limits = &shared.config.limits;
     // Ready once no reader is left and none came back within the linger.
     let unused = async {
@@ -64,9 +100,23 @@ async fn pull<T: Transport>(
         }
     };
     tokio::pin!(unused);
-    if track.info().is_none() {
+    let known = track.info();
+    if known.is_none() || request.is_handover() {
         let info = request_info(shared, wire, track.name()).await?;
-        track.set_info(info);
+        match known {
+            Some(known) if known != info => {
+                // Another copy of the content must not change what readers were told.
+                tracing::debug!(
+                    track = track.name(),
+                    ?known,
+                    ?info,
+                    "handover refused: track info differs"
+                );
+                return Err(Error::Stream(StreamCode::Internal));
+            }
+            Some(_) => {}
+            None => track.set_info(info),
+        }
     }
     // A TRACK request wants the info only. The SUBSCRIBE waits for a reader of groups and
     // carries its demand: sent earlier, it would ask for the live edge only, and a publisher
@@ -74,10 +124,13 @@ async fn pull<T: Transport>(
     // them as stale), while the SUBSCRIBE_UPDATE with the real max age is still on its way.
     let mut demand = tokio::select! {
         demand = track.demand_changed(None) => demand,
-        _ = &mut unused => {
-            track.abort(StreamCode::Cancelled);
-            return Ok(());
-        }
+        _ = &mut unused => return Ok(Pulled::Unused),
+    };
+    // After a handover: the oldest group the lost source left unfinished, else the next one.
+    let resume = if request.is_handover() {
+        track.resume_point()
+    } else {
+        None
     };
 
     let id = shared.next_subscribe_id.fetch_add(1, Ordering::Relaxed);
@@ -116,7 +169,7 @@ async fn pull<T: Transport>(
             track: track.name().to_string(),
             priority: first.priority,
             max_age_ms: first.max_age_ms,
-            group_start: first.group_start,
+            group_start: resume,
             group_end: first.group_end,
             frame_start: first.frame_start,
             frame_end: first.frame_end,
@@ -131,7 +184,13 @@ async fn pull<T: Transport>(
         tokio::select! {
             response = reader.typed::<SubscribeResponse>(limits.max_control_message) => {
                 match response? {
-                    Some(SubscribeResponse::Start { group }) => first = first.or(Some(group)),
+                    Some(SubscribeResponse::Start { group }) => {
+                        if first.is_none() && resume.is_some() {
+                            // Unfinished groups below where the new source starts are lost.
+                            track.abandon_orphans_below(group);
+                        }
+                        first = first.or(Some(group));
+                    }
                     Some(SubscribeResponse::End { group }) => end = Some(group),
                     Some(SubscribeResponse::Drop { .. }) => {}
                     None => {
@@ -155,8 +214,7 @@ async fn pull<T: Transport>(
                                 _ = &mut unused => {}
                             }
                         }
-                        track.finish();
-                        return Ok(());
+                        return Ok(Pulled::Finished);
                     }
                 }
             }
@@ -167,8 +225,7 @@ async fn pull<T: Transport>(
             _ = &mut unused => {
                 // Last reader gone: unsubscribe with a FIN.
                 writer.finish()?;
-                track.abort(StreamCode::Cancelled);
-                return Ok(());
+                return Ok(Pulled::Unused);
             }
         }
     }
@@ -281,6 +338,8 @@ pub(crate) async fn group<T: Transport>(shared: &Arc<Shared<T>>, reader: &mut Re
     .await;
     match result {
         Ok(()) => group.finish(),
+        // The session went mid-group: a front's next source continues it.
+        Err(err) if source_lost(&err) => group.source_lost(),
         Err(err) => {
             let code = match reset_code(&err) {
                 Some(code) => code,

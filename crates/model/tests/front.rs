@@ -1,0 +1,202 @@
+//! Fronts: readers of a learned path share one track per content identity, and a track whose
+//! source is lost is handed to another route with the same first hop, continuing its
+//! unfinished group at the first frame not yet held.
+
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use futures::task::noop_waker;
+use starling_model::{
+    BroadcastProducer, Frame, Limits, ModelError, Origin, Route, StartAt, TrackInfo, TrackRequest,
+};
+use starling_proto::{Path, RouteCost, StreamCode};
+
+fn p(s: &str) -> Path {
+    Path::new(s).unwrap()
+}
+
+fn frame(ts: u64, payload: &'static str) -> Frame {
+    Frame {
+        timestamp: ts,
+        payload: Bytes::from_static(payload.as_bytes()),
+    }
+}
+
+fn take(source: &BroadcastProducer) -> Option<TrackRequest> {
+    let waker = noop_waker();
+    match source.poll_requested(&mut Context::from_waker(&waker)) {
+        Poll::Ready(request) => request,
+        Poll::Pending => None,
+    }
+}
+
+/// Two sources of one publisher (first hop 7) at different costs, and one of another.
+struct Mesh {
+    origin: Origin,
+    near: BroadcastProducer,
+    far: BroadcastProducer,
+    other: BroadcastProducer,
+    _routes: Vec<starling_model::RouteHandle>,
+}
+
+fn mesh() -> Mesh {
+    let origin = Origin::new();
+    let near = BroadcastProducer::dynamic(Limits::default());
+    let far = BroadcastProducer::dynamic(Limits::default());
+    let other = BroadcastProducer::dynamic(Limits::default());
+    let publish = |b: &BroadcastProducer, hops: &[u64], cost: u64| {
+        origin
+            .publish(
+                p("room/alice"),
+                b.consume(),
+                Route::learned(hops.to_vec(), RouteCost::new(cost), true),
+            )
+            .unwrap()
+    };
+    let routes = vec![
+        publish(&near, &[7, 1], 2),
+        publish(&far, &[7, 2], 5),
+        publish(&other, &[9, 3], 9),
+    ];
+    Mesh {
+        origin,
+        near,
+        far,
+        other,
+        _routes: routes,
+    }
+}
+
+#[test]
+fn readers_share_one_request_on_the_best_route() {
+    let mesh = mesh();
+    let a = mesh.origin.consume(&p("room/alice"), None).unwrap();
+    let _r1 = a.subscribe_track("video", StartAt::default()).unwrap();
+    let b = mesh.origin.consume(&p("room/alice"), Some(42)).unwrap();
+    let _r2 = b.subscribe_track("video", StartAt::default()).unwrap();
+    assert!(
+        a.same(&b),
+        "a reader whose hop no route uses shares the front"
+    );
+    let _request = take(&mesh.near).expect("the best route pulls");
+    assert!(take(&mesh.near).is_none(), "one request for both readers");
+    assert!(take(&mesh.far).is_none() && take(&mesh.other).is_none());
+}
+
+#[test]
+fn a_lost_source_hands_the_track_over_without_gap_or_duplicate() {
+    let mesh = mesh();
+    let front = mesh.origin.consume(&p("room/alice"), None).unwrap();
+    let mut reader = front
+        .subscribe_track(
+            "video",
+            StartAt {
+                max_age_ms: 60_000,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let request = take(&mesh.near).expect("the cheapest route pulls");
+    assert!(!request.is_handover());
+    let track = request.track().clone();
+    track.set_info(TrackInfo::default());
+    let mut g0 = track.create_group(0).unwrap();
+    g0.write_frame(frame(0, "f0")).unwrap();
+    g0.write_frame(frame(10, "f1")).unwrap();
+    let mut done = track.create_group(1).unwrap();
+    done.write_frame(frame(20, "h0")).unwrap();
+    done.finish();
+
+    let waker = noop_waker();
+    let mut cx = Context::from_waker(&waker);
+    let Poll::Ready(Ok(Some(mut group))) = reader.poll_group(&mut cx) else {
+        panic!("group 0 delivered");
+    };
+    assert_eq!(group.sequence(), 0);
+    let mut read = |group: &mut starling_model::GroupConsumer| match group.poll_frame(&mut cx) {
+        Poll::Ready(Ok(Some(frame))) => Some(frame.payload),
+        Poll::Ready(other) => panic!("group ended: {other:?}"),
+        Poll::Pending => None,
+    };
+    assert_eq!(read(&mut group).as_deref(), Some(&b"f0"[..]));
+    assert_eq!(read(&mut group).as_deref(), Some(&b"f1"[..]));
+
+    // The session dies mid-group: the group waits open, the track goes to the same
+    // publisher's other route, never to another publisher's.
+    g0.source_lost();
+    drop(track);
+    request.source_lost();
+    assert_eq!(read(&mut group), None, "the orphaned group waits");
+    assert!(take(&mesh.other).is_none());
+    let request = take(&mesh.far).expect("handed to the route with the same first hop");
+    assert!(request.is_handover());
+    assert_eq!(mesh.origin.failovers(), 1);
+    let track = request.track().clone();
+    assert_eq!(track.resume_point(), Some(0), "from the unfinished group");
+
+    // The new source sends group 0 from its first frame: what is held is skipped.
+    let mut again = track.create_group(0).unwrap();
+    for (ts, payload) in [(0, "f0"), (10, "f1"), (20, "f2")] {
+        again.write_frame(frame(ts, payload)).unwrap();
+    }
+    again.finish();
+    assert_eq!(read(&mut group).as_deref(), Some(&b"f2"[..]));
+    assert!(matches!(group.poll_frame(&mut cx), Poll::Ready(Ok(None))));
+    assert_eq!(
+        track.create_group(1).err(),
+        Some(ModelError::DuplicateGroup(1)),
+        "a complete group is never taken twice"
+    );
+    let Poll::Ready(Ok(Some(next))) = reader.poll_group(&mut cx) else {
+        panic!("group 1 still delivered once");
+    };
+    assert_eq!(next.sequence(), 1);
+}
+
+#[test]
+fn with_no_route_of_the_same_publisher_the_track_and_its_orphans_end() {
+    let mesh = mesh();
+    let front = mesh.origin.consume(&p("room/alice"), None).unwrap();
+    let mut reader = front.subscribe_track("video", StartAt::default()).unwrap();
+    let first = take(&mesh.near).unwrap();
+    let mut g0 = first.track().create_group(0).unwrap();
+    g0.write_frame(frame(0, "f0")).unwrap();
+    let waker = noop_waker();
+    let mut cx = Context::from_waker(&waker);
+    let Poll::Ready(Ok(Some(mut group))) = reader.poll_group(&mut cx) else {
+        panic!("group 0 delivered");
+    };
+    g0.source_lost();
+    mesh.near.close();
+    first.source_lost();
+    let second = take(&mesh.far).unwrap();
+    // Dropped unanswered (its session cancelled): handed on, and nothing qualifies.
+    mesh.far.close();
+    drop(second);
+    assert!(
+        take(&mesh.other).is_none(),
+        "another publisher is other content"
+    );
+    assert!(matches!(
+        group.poll_frame(&mut cx),
+        Poll::Ready(Ok(Some(_)))
+    ));
+    assert!(
+        matches!(group.poll_frame(&mut cx), Poll::Ready(Err(_))),
+        "the orphan is aborted"
+    );
+    assert!(matches!(
+        reader.poll_group(&mut cx),
+        Poll::Ready(Err(StreamCode::Internal))
+    ));
+}
+
+#[test]
+fn a_front_closes_with_its_last_route() {
+    let mesh = mesh();
+    let front = mesh.origin.consume(&p("room/alice"), None).unwrap();
+    drop(mesh._routes);
+    assert!(front.is_closed());
+    assert!(front.subscribe_track("video", StartAt::default()).is_err());
+    drop((mesh.near, mesh.far, mesh.other));
+}
