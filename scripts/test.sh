@@ -26,6 +26,12 @@ group() {
     fi
 }
 
+# The multi-host cluster tests (crates/starling/tests/netns.rs) build network namespaces
+# with iproute2's `ip` and `tc`. Installed first, before the browser install's apt runs.
+if [ "$(id -u)" -eq 0 ] && ! { command -v ip && command -v tc; } >/dev/null; then
+    group "install iproute2" sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2'
+fi
+
 # Chromium comes from Debian and the page's packages from npm: mostly waiting on the
 # network, so it runs beside the Rust build instead of after it.
 mkdir -p target

@@ -114,7 +114,7 @@ struct ClusterArgs {
     /// Dialed peers: accept any certificate (development only).
     #[arg(long)]
     connect_tls_insecure: bool,
-    /// How often a dialed peer link sends keep-alives (e.g. `500ms`).
+    /// How often a dialed peer link sends keep-alives (e.g. `250ms`).
     #[arg(long)]
     cluster_peer_keep_alive: Option<String>,
     /// A dialed peer silent this long is dead: its routes are withdrawn and the link redials

@@ -82,7 +82,7 @@ impl Default for ClusterConfig {
             token: None,
             node: None,
             connect_tls: TlsVerify::System,
-            peer_keep_alive: Duration::from_millis(500),
+            peer_keep_alive: Duration::from_millis(250),
             peer_idle_timeout: Duration::from_secs(2),
             redial: RedialPolicy::default(),
         }

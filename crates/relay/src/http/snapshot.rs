@@ -78,6 +78,9 @@ pub struct BroadcastStatus {
     /// Origins on the route, publisher first (0: published in this process; 1: by a
     /// directly connected client).
     pub hops: usize,
+    /// The route's hop ids, publisher first: a mesh's path to the broadcast (a repeated id
+    /// would be a loop).
+    pub chain: Vec<u64>,
     pub cost_warm: u64,
     pub cost_cold: u64,
     /// Learned from a peer (tracks pulled on demand) rather than published in process.
@@ -297,6 +300,7 @@ impl Sampler {
             list.push(BroadcastStatus {
                 path: entry.path.as_str().to_string(),
                 hops: entry.route.hops.len(),
+                chain: entry.route.hops.to_vec(),
                 cost_warm: entry.route.cost.warm,
                 cost_cold: entry.route.cost.cold,
                 dynamic: entry.broadcast.is_dynamic(),
