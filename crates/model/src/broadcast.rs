@@ -64,12 +64,21 @@ impl BroadcastShared {
     }
 
     fn close(&self) {
-        let requests = {
+        let (requests, tracks) = {
             let mut state = self.state.lock();
             state.closed = true;
             state.waiters.wake_all();
-            std::mem::take(&mut state.requests)
+            let tracks = match self.front {
+                // The content is gone from every route: its tracks end with it (a pull kept
+                // alive only by a peer pulling back through us would otherwise never end).
+                Some(_) => state.tracks.drain().map(|(_, track)| track).collect(),
+                None => Vec::new(),
+            };
+            (std::mem::take(&mut state.requests), tracks)
         };
+        for track in tracks {
+            track.shared().close(Err(StreamCode::Internal));
+        }
         // Outside the lock: an unanswered request is handed to another route as it drops.
         drop(requests);
     }
@@ -276,13 +285,6 @@ impl BroadcastConsumer {
     /// The front's place in its origin, if this is a front.
     pub(crate) fn home(&self) -> Option<Arc<FrontHome>> {
         self.strong.front.clone()
-    }
-
-    /// Remember a reader's hop on a front (see `FrontHome::readers`).
-    pub(crate) fn add_reader(&self, hop: Option<u64>) {
-        if let Some(home) = &self.strong.front {
-            home.add_reader(hop);
-        }
     }
 
     /// Whether this is a front of `key`, still open.

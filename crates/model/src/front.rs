@@ -1,8 +1,7 @@
 //! Fronts and track requests: how a relay keeps a track flowing when the route serving it dies.
 //!
 //! Readers of a broadcast learned from a peer do not read that peer's copy directly. They read
-//! the path's *front*: one broadcast per (path, split-horizon view, content identity) owned by
-//! the origin. The identity is the route's first hop, the original publisher: every route with
+//! the path's *front*: one broadcast per (path, content identity) owned by the origin. The identity is the route's first hop, the original publisher: every route with
 //! the same first hop carries the same content, reached another way. Each track a reader opens
 //! on the front is a *resumable* track, handed to the best qualifying route's session as a
 //! [`TrackRequest`]; that session pulls it. When the session is lost (a crash, a partition, a
@@ -10,7 +9,8 @@
 //! next best route with the same first hop. The new source starts at the oldest group the lost
 //! one left unfinished, continues it at the first frame not yet held, and skips the groups
 //! already complete, so readers see no gap and no duplicate. With no qualifying route left the
-//! track ends, and the front closes once its last route is gone.
+//! track ends, and the front closes once its last route is gone. Split horizon holds per track:
+//! a track is never handed to a route through a peer that reads it from us.
 
 use std::sync::Arc;
 
@@ -25,33 +25,11 @@ use crate::track::TrackProducer;
 pub(crate) struct FrontHome {
     pub(crate) origin: Origin,
     pub(crate) key: FrontKey,
-    /// Hops of the peers reading this front: a later source must not route through any of
-    /// them (split horizon), whichever view they read it with.
-    pub(crate) readers: parking_lot::Mutex<Vec<u64>>,
 }
-
-/// Reader hops a front remembers; past this, a route through a later reader is not ruled out
-/// on handover (a relay has far fewer peers).
-const MAX_READER_HOPS: usize = 64;
 
 impl FrontHome {
     pub(crate) fn new(origin: Origin, key: FrontKey) -> Self {
-        FrontHome {
-            origin,
-            key,
-            readers: parking_lot::Mutex::new(Vec::new()),
-        }
-    }
-
-    /// Remember a reader's hop (0: an anonymous reader, nothing to exclude).
-    pub(crate) fn add_reader(&self, hop: Option<u64>) {
-        let Some(hop) = hop.filter(|hop| *hop != 0) else {
-            return;
-        };
-        let mut readers = self.readers.lock();
-        if !readers.contains(&hop) && readers.len() < MAX_READER_HOPS {
-            readers.push(hop);
-        }
+        FrontHome { origin, key }
     }
 }
 
@@ -59,9 +37,6 @@ impl FrontHome {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct FrontKey {
     pub(crate) path: Path,
-    /// Routes through this hop are never used: the reading peer's own hop when some route to
-    /// the path goes through it, else `None` (the common view, shared by every reader).
-    pub(crate) view: Option<u64>,
     /// The first hop every route this front uses starts with.
     pub(crate) identity: u64,
 }

@@ -134,9 +134,7 @@ struct OriginState {
 impl RouteEntry {
     /// Whether a front of `key` may read through this route.
     fn serves(&self, key: &FrontKey) -> bool {
-        self.route.hops.first() == Some(&key.identity)
-            && key.view.is_none_or(|hop| !self.route.hops.contains(&hop))
-            && !self.broadcast.is_closed()
+        self.route.hops.first() == Some(&key.identity) && !self.broadcast.is_closed()
     }
 }
 
@@ -374,34 +372,39 @@ impl Origin {
             return Some(best.broadcast.clone());
         };
         let source = best.broadcast.clone();
-        // A reader whose hop no route goes through sees what everyone sees: it shares the
-        // common front (one upstream per track), which remembers its hop for handovers.
-        let hop = exclude_hop.filter(|hop| *hop != 0);
-        let view = hop.filter(|hop| {
-            state
-                .broadcasts
-                .get(path)
-                .is_some_and(|routes| routes.iter().any(|r| r.route.hops.contains(hop)))
-        });
         let key = FrontKey {
             path: path.clone(),
-            view,
             identity,
         };
-        let fronts = state.fronts.entry(path.clone()).or_default();
-        for (_, weak) in fronts.iter().filter(|(k, _)| *k == key) {
-            if let Some(front) = BroadcastConsumer::upgrade(weak) {
-                if front.is_front_of(&key) {
-                    front.add_reader(hop);
-                    return Some(front);
-                }
-                graveyard.push(front);
+        // One front per content identity, so one upstream per track whoever reads it. A peer
+        // on the route the front reads through asks us for what we get from it: a loop, only
+        // ever transient (at convergence our best route never runs through a peer that routes
+        // the same content through us), refused as unroutable until the routes settle.
+        if let Some(hop) = exclude_hop.filter(|hop| *hop != 0) {
+            let through_reader = state
+                .best_for(&key, &[], None)
+                .is_none_or(|entry| entry.route.hops.contains(&hop));
+            if through_reader {
+                return None;
             }
         }
+        let fronts = state.fronts.get(path).cloned().unwrap_or_default();
+        for (k, weak) in &fronts {
+            let Some(front) = BroadcastConsumer::upgrade(weak) else {
+                continue;
+            };
+            if *k == key && front.is_front_of(&key) {
+                return Some(front);
+            }
+            graveyard.push(front);
+        }
         let home = FrontHome::new(self.clone(), key.clone());
-        home.add_reader(hop);
         let front = BroadcastConsumer::front(home, &source);
-        fronts.push((key, front.downgrade()));
+        state
+            .fronts
+            .entry(path.clone())
+            .or_default()
+            .push((key, front.downgrade()));
         Some(front)
     }
 
@@ -413,7 +416,8 @@ impl Origin {
         mut request: TrackRequest,
         lost: Option<&BroadcastConsumer>,
     ) -> Result<(), TrackRequest> {
-        let readers = home.readers.lock().clone();
+        // Never through a peer reading this track from us (split horizon).
+        let readers = request.track().peer_readers();
         loop {
             let source = {
                 let state = self.state.lock();

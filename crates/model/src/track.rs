@@ -84,6 +84,9 @@ struct TrackState {
     /// Exclusive final sequence once the track finished.
     end: Option<u64>,
     consumers: usize,
+    /// Peers (by hop) reading the track, with how many readers each: a relay never pulls it
+    /// through one of them (split horizon, kept up as readers come and go).
+    peer_readers: Vec<(u64, usize)>,
     demand: Option<Demand>,
     /// Cumulative groups, frames and bytes accepted (statistics only).
     received: Received,
@@ -214,7 +217,7 @@ impl TrackShared {
         &self.name
     }
 
-    fn close(&self, result: Result<(), StreamCode>) {
+    pub(crate) fn close(&self, result: Result<(), StreamCode>) {
         let mut state = self.state.lock();
         if state.closed.is_none() {
             if result.is_ok() {
@@ -283,6 +286,7 @@ impl TrackProducer {
                     closed: None,
                     end: None,
                     consumers: 0,
+                    peer_readers: Vec::new(),
                     demand: None,
                     received: Received::default(),
                     waiters: Waiters::default(),
@@ -456,6 +460,21 @@ impl TrackProducer {
         self.shared.state.lock().closed.is_some()
     }
 
+    /// Ready once the track ended, whoever ended it (a front closing ends its tracks).
+    pub fn poll_closed(&self, cx: &mut Context<'_>) -> Poll<()> {
+        let mut state = self.shared.state.lock();
+        if state.closed.is_some() {
+            Poll::Ready(())
+        } else {
+            state.waiters.register(cx);
+            Poll::Pending
+        }
+    }
+
+    pub async fn closed(&self) {
+        poll_fn(|cx| self.poll_closed(cx)).await
+    }
+
     /// A new reader.
     pub fn consume(&self, start: StartAt) -> TrackConsumer {
         TrackConsumer::new(self.shared.clone(), start, true)
@@ -509,6 +528,12 @@ impl TrackProducer {
         poll_fn(|cx| self.poll_demand(cx, seen)).await
     }
 
+    /// Hops of the peers reading this track now.
+    pub fn peer_readers(&self) -> Vec<u64> {
+        let state = self.shared.state.lock();
+        state.peer_readers.iter().map(|(hop, _)| *hop).collect()
+    }
+
     /// Cached bytes (for metrics and tests).
     pub fn cached_bytes(&self) -> usize {
         self.shared.state.lock().bytes
@@ -543,6 +568,8 @@ pub struct TrackConsumer {
     /// Counted readers keep the track in use; a detached handle (kept by a broadcast's track
     /// table) does not.
     counted: bool,
+    /// The hop of the peer this reader serves, registered in the track's peer readers.
+    peer: Option<u64>,
 }
 
 impl Clone for TrackConsumer {
@@ -555,6 +582,7 @@ impl Clone for TrackConsumer {
             floor: self.floor,
             delivered_any: self.delivered_any,
             counted: true,
+            peer: None,
         }
     }
 }
@@ -590,7 +618,25 @@ impl TrackConsumer {
             floor: start.floor.unwrap_or(0),
             delivered_any: false,
             counted: true,
+            peer: None,
         }
+    }
+
+    /// Mark this reader as serving the peer with `hop` (0 or `None`: a client): while it
+    /// reads, the track is never pulled through that peer.
+    pub fn for_peer(mut self, hop: Option<u64>) -> TrackConsumer {
+        let Some(hop) = hop.filter(|hop| *hop != 0) else {
+            return self;
+        };
+        if self.peer.is_none() {
+            let mut state = self.shared.state.lock();
+            match state.peer_readers.iter_mut().find(|(h, _)| *h == hop) {
+                Some((_, count)) => *count += 1,
+                None => state.peer_readers.push((hop, 1)),
+            }
+            self.peer = Some(hop);
+        }
+        self
     }
 
     /// This handle stops counting as a reader (the track can go unused while it exists).
@@ -796,6 +842,15 @@ impl StartAt {
 
 impl Drop for TrackConsumer {
     fn drop(&mut self) {
+        if let Some(hop) = self.peer {
+            let mut state = self.shared.state.lock();
+            if let Some(index) = state.peer_readers.iter().position(|(h, _)| *h == hop) {
+                state.peer_readers[index].1 -= 1;
+                if state.peer_readers[index].1 == 0 {
+                    state.peer_readers.swap_remove(index);
+                }
+            }
+        }
         if self.counted {
             self.release();
         }

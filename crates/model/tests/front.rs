@@ -200,3 +200,30 @@ fn a_front_closes_with_its_last_route() {
     assert!(front.subscribe_track("video", StartAt::default()).is_err());
     drop((mesh.near, mesh.far, mesh.other));
 }
+
+#[test]
+fn a_track_is_never_handed_to_a_route_through_a_peer_reading_it() {
+    let mesh = mesh();
+    let front = mesh.origin.consume(&p("room/alice"), None).unwrap();
+    let _local = front.subscribe_track("video", StartAt::default()).unwrap();
+    // Peer 2 (on the far route) reads the same track from us.
+    let _peer = front
+        .subscribe_track("video", StartAt::default())
+        .unwrap()
+        .for_peer(Some(2));
+    let first = take(&mesh.near).unwrap();
+    mesh.near.close();
+    first.source_lost();
+    assert!(
+        take(&mesh.far).is_none(),
+        "the far route runs through the reading peer"
+    );
+}
+
+#[test]
+fn a_peer_on_the_route_the_front_reads_through_is_refused() {
+    let mesh = mesh();
+    // Our best route to the content runs through hop 1: hop 1 asking us for it is a loop.
+    assert!(mesh.origin.consume(&p("room/alice"), Some(1)).is_none());
+    assert!(mesh.origin.consume(&p("room/alice"), Some(2)).is_some());
+}

@@ -160,6 +160,8 @@ pub(crate) fn resolve<T: Transport>(
         Some(start) => broadcast.subscribe_track(track, start),
         None => broadcast.watch_track(track),
     }
+    // While this peer reads, the track is never pulled through it (split horizon).
+    .map(|track| track.for_peer(shared.peer.exclude_hop()))
     .map_err(Error::Stream)
 }
 

@@ -227,6 +227,11 @@ async fn pull<T: Transport>(
                 writer.finish()?;
                 return Ok(Pulled::Unused);
             }
+            _ = track.closed() => {
+                // Ended here (its front closed with the last route): unsubscribe.
+                writer.finish()?;
+                return Ok(Pulled::Unused);
+            }
         }
     }
 }
