@@ -2,7 +2,8 @@
 //! one mesh, in both dialing directions (Starling's `cluster.connect` to moq-relay, and
 //! moq-relay's `--cluster-connect` to Starling). A moq-dev publisher on one relay reaches a
 //! moq-dev subscriber on the other, both ways, over raw QUIC and WebTransport (the peer link
-//! uses the same binding as the clients).
+//! uses the same binding as the clients). And a three-relay chain with moq-relay in the
+//! middle of two Starling relays.
 
 #[macro_use]
 mod common;
@@ -16,6 +17,7 @@ use url::Url;
 
 const STARLING_ID: u64 = 1001;
 const MOQ_RELAY_ID: u64 = 1002;
+const STARLING_C_ID: u64 = 1003;
 
 /// The two relays of one mesh.
 struct Mesh {
@@ -82,7 +84,7 @@ async fn across(
     case: Case,
     from: (Url, String),
     to: (Url, String),
-    mesh: &Mesh,
+    moq: &MoqRelay,
 ) -> anyhow::Result<()> {
     let plan = Plan::standard();
     let (mut txs, mut gate) = progress(1);
@@ -98,7 +100,7 @@ async fn across(
     let received = common::step("the moq-dev subscriber to finish", subscriber)
         .await?
         .context("subscriber task")?
-        .with_context(|| format!("moq-relay log:\n{}", mesh.moq.log_text()))?;
+        .with_context(|| format!("moq-relay log:\n{}", moq.log_text()))?;
     published?;
     publisher.close();
     plan.verify("moq-dev subscriber across the mesh", &received)
@@ -106,24 +108,65 @@ async fn across(
 
 async fn starling_dials_moq_relay_to_starling(case: Case) -> anyhow::Result<()> {
     let mesh = Mesh::starling_dials(case).await?;
-    across(case, mesh.moq(case), mesh.starling(case), &mesh).await
+    across(case, mesh.moq(case), mesh.starling(case), &mesh.moq).await
 }
 
 async fn starling_dials_starling_to_moq_relay(case: Case) -> anyhow::Result<()> {
     let mesh = Mesh::starling_dials(case).await?;
-    across(case, mesh.starling(case), mesh.moq(case), &mesh).await
+    across(case, mesh.starling(case), mesh.moq(case), &mesh.moq).await
 }
 
 async fn moq_relay_dials_moq_relay_to_starling(case: Case) -> anyhow::Result<()> {
     let mesh = Mesh::moq_relay_dials(case).await?;
-    across(case, mesh.moq(case), mesh.starling(case), &mesh).await
+    across(case, mesh.moq(case), mesh.starling(case), &mesh.moq).await
 }
 
 async fn moq_relay_dials_starling_to_moq_relay(case: Case) -> anyhow::Result<()> {
     let mesh = Mesh::moq_relay_dials(case).await?;
-    across(case, mesh.starling(case), mesh.moq(case), &mesh).await
+    across(case, mesh.starling(case), mesh.moq(case), &mesh.moq).await
 }
 
+/// Three relays with moq-relay in the middle: moq-relay dials Starling A, Starling C dials
+/// moq-relay; a moq-dev publisher on A reaches a moq-dev subscriber on C through it.
+async fn moq_relay_in_the_middle_of_two_starlings(case: Case) -> anyhow::Result<()> {
+    let a = StarlingRelay::start_with(vec![case.version], |config| {
+        config.cluster.id = Some(STARLING_ID);
+    })
+    .await?;
+    let b = MoqRelay::start_with(
+        case.version,
+        &[
+            "--cluster-id".into(),
+            MOQ_RELAY_ID.to_string(),
+            "--cluster-connect".into(),
+            a.url(case).to_string(),
+            "--connect-tls-fingerprint".into(),
+            a.fingerprint.clone(),
+        ],
+    )
+    .await?;
+    let pin =
+        starling_net::tls::parse_fingerprint(&b.fingerprint).context("moq-relay's fingerprint")?;
+    let peer = PeerEntry::parse(b.url(case).as_str())?;
+    let c = StarlingRelay::start_with(vec![case.version], |config| {
+        config.cluster = ClusterConfig {
+            id: Some(STARLING_C_ID),
+            connect: vec![peer],
+            connect_tls: TlsVerify::PinnedSha256(vec![pin]),
+            ..ClusterConfig::default()
+        };
+    })
+    .await?;
+    across(
+        case,
+        (a.url(case), a.fingerprint.clone()),
+        (c.url(case), c.fingerprint.clone()),
+        &b,
+    )
+    .await
+}
+
+version_binding_matrix!(moq_in_the_middle => moq_relay_in_the_middle_of_two_starlings);
 version_binding_matrix!(starling_dials_moq_to_starling => starling_dials_moq_relay_to_starling);
 version_binding_matrix!(starling_dials_starling_to_moq => starling_dials_starling_to_moq_relay);
 version_binding_matrix!(moq_dials_moq_to_starling => moq_relay_dials_moq_relay_to_starling);
