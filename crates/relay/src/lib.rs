@@ -8,6 +8,7 @@ mod http;
 mod metrics;
 mod registry;
 mod relay;
+mod sessions;
 
 pub use auth::{
     parse_patterns, Admitted, AuthConfigError, AuthStats, AuthUrlError, Authority, ByteTotals,

@@ -12,7 +12,8 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use axum::http::header;
+use axum::extract::RawQuery;
+use axum::http::{header, StatusCode};
 use axum::routing::get;
 use axum::Router;
 use prometheus_client::encoding::text::encode;
@@ -27,6 +28,7 @@ use starling_session::SessionStats;
 
 use crate::auth::{AuthStats, Authority};
 use crate::registry::{SessionRegistry, SessionTransport};
+use crate::sessions::{sessions_json, Filter};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SessionLabels {
@@ -455,14 +457,16 @@ fn register_auth(registry: &mut Registry, auth: &AuthStats) {
     );
 }
 
-/// The internal listener's routes: `/metrics` and `/health`.
+/// The internal listener's routes: `/metrics`, `/health`, `/nodes` and `/sessions`.
 pub fn internal_router(
     metrics: RelayMetrics,
     sessions: SessionRegistry,
     origin: Origin,
     authority: Authority,
+    node: String,
 ) -> Router {
     let nodes = sessions.clone();
+    let accepted = sessions.clone();
     Router::new()
         .route(
             "/metrics",
@@ -485,6 +489,27 @@ pub fn internal_router(
             get(move || {
                 let body = nodes_json(&nodes);
                 async move { ([(header::CONTENT_TYPE, "application/json")], body) }
+            }),
+        )
+        .route(
+            "/sessions",
+            get(move |RawQuery(query): RawQuery| {
+                let body = Filter::from_query(query.as_deref())
+                    .map(|filter| sessions_json(&accepted, &node, &filter));
+                async move {
+                    match body {
+                        Ok(body) => (
+                            StatusCode::OK,
+                            [(header::CONTENT_TYPE, "application/json")],
+                            body,
+                        ),
+                        Err(err) => (
+                            StatusCode::BAD_REQUEST,
+                            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+                            format!("{err}\n"),
+                        ),
+                    }
+                }
             }),
         )
 }

@@ -90,6 +90,14 @@ pub struct SessionInfo {
     /// The cluster peer this relay dialed (its key), for links this relay opened; `None` for
     /// accepted sessions.
     pub peer: Option<String>,
+    /// The relay's socket the session arrived on, when known.
+    pub local: Option<SocketAddr>,
+    /// The negotiated application protocol (ALPN or WebTransport protocol).
+    pub alpn: Option<String>,
+    /// The path the client dialed, without its query (a credential stays out of listings).
+    pub path: String,
+    /// The direction the client declared in its SETUP, if any.
+    pub role: Option<starling_proto::Role>,
 }
 
 /// A boxed future borrowed from a session.

@@ -80,6 +80,7 @@ impl Relay {
                         sessions.clone(),
                         origin.clone(),
                         authority.clone(),
+                        config.cluster.node.clone().unwrap_or_default(),
                     ),
                 )
                 .await?,
@@ -437,6 +438,7 @@ impl Inner {
             facts.query = accepted.path.as_deref().and_then(SessionFacts::query_of);
         }
         facts.role = accepting.setup().role;
+        let accepting_role = accepting.setup().role;
         facts.remote = Some(remote);
         facts.local = accepted.local;
         facts.server_name = accepted.server_name.clone();
@@ -494,6 +496,10 @@ impl Inner {
             started: Instant::now(),
             started_at: SystemTime::now(),
             peer: None,
+            local: accepted.local,
+            alpn: accepted.protocol.clone(),
+            path: dialed_path(&target),
+            role: accepting_role,
         };
         self.metrics.accepted(binding, version);
         let _registered = self.sessions.register(info, Arc::new(session.clone()));
@@ -520,5 +526,15 @@ impl Inner {
         self.metrics
             .ended(session.stats(), err.session_code(), session.budget().1);
         tracing::info!(%remote, %err, "session closed");
+    }
+}
+
+/// A dialed target's path, query dropped, always starting with `/`.
+fn dialed_path(target: &str) -> String {
+    let path = target.split('?').next().unwrap_or_default();
+    if path.starts_with('/') {
+        path.to_string()
+    } else {
+        format!("/{path}")
     }
 }

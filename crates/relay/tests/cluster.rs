@@ -473,3 +473,67 @@ async fn peers_from_dns_are_dialed_and_the_relay_itself_is_skipped() {
     let hops = announced(&origin).await;
     assert_eq!(&hops[1..], &[7001, 7002]);
 }
+
+/// `/sessions` lists what a relay accepted, in moq-relay's shape: the peer that dialed in and
+/// the clients, never its own dials; the query filters them, and an unknown field is a 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_lists_accepted_sessions_and_filters_them() {
+    let a = Member::start(1001, &[], None).await;
+    let b = Member::start(1002, &[&a.url], None).await;
+    b.metric_reaches("starling_cluster_peer_links", 1.0).await;
+    let (_client, _origin) = subscriber(&a.url).await;
+
+    let all = get(a.internal, "/sessions").await.json();
+    let list = all["sessions"].as_array().unwrap();
+    assert_eq!(
+        list.len(),
+        2,
+        "the peer that dialed in and the client: {all}"
+    );
+    for entry in list {
+        assert_eq!(entry["transport"], "quic", "{entry}");
+        assert_eq!(entry["local"], a.addr.to_string(), "{entry}");
+        assert!(
+            entry["alpn"].as_str().unwrap().starts_with("moq-lite"),
+            "{entry}"
+        );
+        assert_eq!(entry["path"], "/", "{entry}");
+        assert!(
+            entry["started"].as_u64().unwrap() > 1_700_000_000,
+            "{entry}"
+        );
+        assert!(entry.get("query").is_none(), "{entry}");
+    }
+    let subscribers = get(a.internal, "/sessions?role=subscriber").await.json();
+    assert_eq!(
+        subscribers["sessions"].as_array().unwrap().len(),
+        1,
+        "{subscribers}"
+    );
+    let id = subscribers["sessions"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let by_id = get(a.internal, &format!("/sessions?id={id}")).await.json();
+    assert_eq!(by_id["sessions"][0]["role"], "subscriber", "{by_id}");
+    let local = get(a.internal, "/sessions?remote=127.0.0.0/8").await.json();
+    assert_eq!(local["sessions"].as_array().unwrap().len(), 2, "{local}");
+    let elsewhere = get(a.internal, "/sessions?remote=10.0.0.0/8").await.json();
+    assert_eq!(elsewhere["sessions"], serde_json::json!([]));
+
+    let refused = get(a.internal, "/sessions?query=jwt").await;
+    assert_eq!(refused.status, 400);
+    assert_eq!(refused.text(), "unknown filter field: query\n");
+    assert_eq!(
+        get(a.internal, "/sessions?remote=nowhere").await.status,
+        400
+    );
+
+    // B lists its dial under /nodes only.
+    let b_sessions = get(b.internal, "/sessions").await.json();
+    assert_eq!(
+        b_sessions["sessions"],
+        serde_json::json!([]),
+        "{b_sessions}"
+    );
+}

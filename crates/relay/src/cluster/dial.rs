@@ -273,6 +273,10 @@ async fn attempt(
         started: Instant::now(),
         started_at: SystemTime::now(),
         peer: Some(peer.key.clone()),
+        local: None,
+        alpn: Some(version.alpn().to_string()),
+        path: peer.url.path().to_string(),
+        role: None,
     };
     let _registered = mesh.sessions.register(info, Arc::new(session.0.clone()));
     Ok(session.0.closed().await)
