@@ -57,6 +57,8 @@ pub struct ClientConfig {
     pub bind: Option<SocketAddr>,
     /// Deadline for each `connect`.
     pub connect_timeout: Duration,
+    /// A certificate to present when the server asks for one (mTLS).
+    pub identity: Option<crate::tls::TlsCertificate>,
 }
 
 impl Default for ClientConfig {
@@ -67,6 +69,7 @@ impl Default for ClientConfig {
             quic: QuicConfig::default(),
             bind: None,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            identity: None,
         }
     }
 }
@@ -316,12 +319,17 @@ impl Client {
         let server_name = host_name(&host);
         let addrs = resolve(&host, port, self.ipv6).await?;
 
-        let mut tls = rustls::ClientConfig::builder_with_provider(provider())
+        let builder = rustls::ClientConfig::builder_with_provider(provider())
             .with_protocol_versions(&[&rustls::version::TLS13])
             .map_err(TlsError::from)?
             .dangerous()
-            .with_custom_certificate_verifier(verifier)
-            .with_no_client_auth();
+            .with_custom_certificate_verifier(verifier);
+        let mut tls = match &self.config.identity {
+            Some(identity) => builder
+                .with_client_auth_cert(identity.chain().to_vec(), identity.key().clone_key())
+                .map_err(TlsError::from)?,
+            None => builder.with_no_client_auth(),
+        };
         tls.alpn_protocols = alpns.iter().map(|a| a.as_bytes().to_vec()).collect();
         let tls = quinn::crypto::rustls::QuicClientConfig::try_from(tls)
             .map_err(|_| TlsError::NoQuicCipherSuite)?;

@@ -32,6 +32,8 @@ pub struct DialConfig {
     pub endpoints: usize,
     /// Race `https://`/`http://` against the WebSocket fallback; off, they dial QUIC only.
     pub race: bool,
+    /// A certificate to present when the server asks for one (mTLS; QUIC bindings).
+    pub identity: Option<crate::tls::TlsCertificate>,
 }
 
 impl DialConfig {
@@ -42,6 +44,7 @@ impl DialConfig {
             quic: QuicConfig::default(),
             endpoints: 1,
             race: true,
+            identity: None,
         }
     }
 }
@@ -104,6 +107,7 @@ impl Dialer {
     pub fn new(config: DialConfig) -> Result<Self, ClientError> {
         let client_config = ClientConfig {
             quic: config.quic.clone(),
+            identity: config.identity.clone(),
             ..ClientConfig::default()
                 .with_alpns(&config.alpns)
                 .with_tls(config.tls.clone())

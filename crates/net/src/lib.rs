@@ -30,5 +30,6 @@ pub use qmux::{QmuxAccepted, QmuxBinding, QmuxTransport};
 pub use quic::QuicConfig;
 pub use server::{Accepted, Server, ServerConfig, ServerError};
 pub use stream::{QuicRecvStream, QuicSendStream};
-pub use tls::{TlsCertificate, TlsError};
+pub use tls::{ClientCertificate, TlsCertificate, TlsError};
 pub use transport::QuicTransport;
+pub use verify::load_roots;

@@ -11,7 +11,7 @@ use web_transport_quinn::proto::ConnectResponse;
 use crate::alpn::{select_protocol, Binding, DEFAULT_ALPNS, H3};
 use crate::credit::StreamLimits;
 use crate::quic::{bind_udp, QuicConfig};
-use crate::tls::{TlsCertificate, TlsError};
+use crate::tls::{ClientCertificate, TlsCertificate, TlsError};
 use crate::transport::QuicTransport;
 
 /// The default listen address: UDP port 4443 on every interface, dual-stack.
@@ -57,6 +57,9 @@ pub struct ServerConfig {
     pub quic: QuicConfig,
     /// Deadline for the QUIC handshake plus, on WebTransport, the HTTP/3 CONNECT.
     pub handshake_timeout: Duration,
+    /// CA certificates a client certificate must chain to (mTLS); clients may still connect
+    /// without one. `None`: no client certificates are asked for.
+    pub client_roots: Option<Arc<rustls::RootCertStore>>,
 }
 
 impl ServerConfig {
@@ -68,6 +71,7 @@ impl ServerConfig {
             alpns: DEFAULT_ALPNS.iter().map(|s| s.to_string()).collect(),
             quic: QuicConfig::default(),
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
+            client_roots: None,
         }
     }
 
@@ -103,6 +107,9 @@ pub struct Accepted {
     /// The host the client asked for: the CONNECT authority's host on WebTransport, the
     /// TLS SNI on raw QUIC, when present.
     pub server_name: Option<String>,
+    /// The client certificate, verified against the configured client roots, if one was
+    /// presented.
+    pub client_certificate: Option<ClientCertificate>,
 }
 
 /// The QUIC listener. Handshakes run in their own tasks, bounded by the handshake timeout.
@@ -124,7 +131,9 @@ impl Server {
         let mut tls_alpns = moq_alpns.clone();
         tls_alpns.push(H3.to_owned());
 
-        let crypto = config.certificate.server_config(&tls_alpns)?;
+        let crypto = config
+            .certificate
+            .server_config(&tls_alpns, config.client_roots.as_ref())?;
         let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(crypto)
             .map_err(|_| TlsError::NoQuicCipherSuite)?;
         let mut server_config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
@@ -269,6 +278,18 @@ async fn handshake(
         .ok_or(HandshakeError::MissingAlpn)?;
     let sni = data.server_name;
     let conn = connecting.await?;
+    let client_certificate = conn
+        .peer_identity()
+        .and_then(|identity| {
+            identity
+                .downcast::<Vec<rustls::pki_types::CertificateDer<'static>>>()
+                .ok()
+        })
+        .and_then(|chain| {
+            chain
+                .first()
+                .and_then(|leaf| ClientCertificate::from_der(leaf))
+        });
 
     if alpn == H3 {
         let request = web_transport_quinn::Request::accept(conn).await?;
@@ -286,6 +307,7 @@ async fn handshake(
             path: Some(path_and_query(&url)),
             remote,
             server_name: url.host_str().map(str::to_owned),
+            client_certificate,
         })
     } else if alpns.contains(&alpn) {
         let session = web_transport_quinn::Session::raw(conn);
@@ -296,6 +318,7 @@ async fn handshake(
             path: None,
             remote,
             server_name: sni,
+            client_certificate,
         })
     } else {
         // rustls only negotiates what we offered, so this is a configuration mismatch.

@@ -41,6 +41,53 @@ pub enum TlsError {
     Rustls(#[from] rustls::Error),
     #[error("TLS config has no cipher suite usable for QUIC")]
     NoQuicCipherSuite,
+    #[error("client certificate roots: {0}")]
+    ClientRoots(String),
+}
+
+/// A client certificate the listener verified against its client roots (mTLS).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientCertificate {
+    /// The first DNS name of the subject alternative names, else the subject's common name.
+    pub name: Option<String>,
+    /// SHA-256 of the leaf, lowercase hex.
+    pub fingerprint: String,
+    /// The issuer's distinguished name.
+    pub issuer: String,
+    /// The end of its validity, as unix seconds.
+    pub expires: i64,
+}
+
+impl ClientCertificate {
+    /// What a verified leaf certificate says; `None` when it does not parse (rustls already
+    /// verified it, so that does not happen in practice).
+    pub fn from_der(der: &[u8]) -> Option<ClientCertificate> {
+        use x509_parser::prelude::{FromDer, GeneralName, X509Certificate};
+        let (_, cert) = X509Certificate::from_der(der).ok()?;
+        let san = cert
+            .subject_alternative_name()
+            .ok()
+            .flatten()
+            .and_then(|san| {
+                san.value.general_names.iter().find_map(|name| match name {
+                    GeneralName::DNSName(dns) => Some(dns.to_string()),
+                    _ => None,
+                })
+            });
+        let cn = || {
+            cert.subject()
+                .iter_common_name()
+                .next()
+                .and_then(|cn| cn.as_str().ok())
+                .map(str::to_string)
+        };
+        Some(ClientCertificate {
+            name: san.or_else(cn),
+            fingerprint: hex::encode(sha256(der)),
+            issuer: cert.issuer().to_string(),
+            expires: cert.validity().not_after.timestamp(),
+        })
+    }
 }
 
 /// The aws-lc-rs crypto provider every config in this crate is built with, independent
@@ -195,15 +242,30 @@ impl TlsCertificate {
         self.not_after
     }
 
-    /// A rustls server config (TLS 1.3 only, aws-lc-rs) offering `alpns` in this order.
+    /// A rustls server config (TLS 1.3 only, aws-lc-rs) offering `alpns` in this order. With
+    /// `client_roots`, clients may present a certificate, which must chain to one of them
+    /// (mTLS); clients without one are still served.
     pub(crate) fn server_config<S: AsRef<str>>(
         &self,
         alpns: &[S],
+        client_roots: Option<&Arc<rustls::RootCertStore>>,
     ) -> Result<rustls::ServerConfig, TlsError> {
-        let mut config = rustls::ServerConfig::builder_with_provider(provider())
-            .with_protocol_versions(&[&rustls::version::TLS13])?
-            .with_no_client_auth()
-            .with_single_cert(self.chain.clone(), self.key.clone_key())?;
+        let builder = rustls::ServerConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13])?;
+        let builder = match client_roots {
+            Some(roots) => {
+                let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                    roots.clone(),
+                    provider(),
+                )
+                .allow_unauthenticated()
+                .build()
+                .map_err(|err| TlsError::ClientRoots(err.to_string()))?;
+                builder.with_client_cert_verifier(verifier)
+            }
+            None => builder.with_no_client_auth(),
+        };
+        let mut config = builder.with_single_cert(self.chain.clone(), self.key.clone_key())?;
         config.alpn_protocols = alpns
             .iter()
             .map(|a| a.as_ref().as_bytes().to_vec())

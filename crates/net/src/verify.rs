@@ -140,8 +140,6 @@ impl ServerCertVerifier for NoVerifier {
 pub(crate) fn for_tls(
     tls: &crate::TlsVerify,
 ) -> Result<std::sync::Arc<dyn rustls::client::danger::ServerCertVerifier>, String> {
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::CertificateDer;
     use std::sync::Arc;
 
     use crate::tls::provider;
@@ -164,23 +162,32 @@ pub(crate) fn for_tls(
             }
             roots
         }
-        TlsVerify::Roots(path) => {
-            let certs = CertificateDer::pem_file_iter(path)
-                .and_then(|iter| iter.collect::<Result<Vec<_>, _>>())
-                .map_err(|e| format!("{}: {e}", path.display()))?;
-            let mut roots = rustls::RootCertStore::empty();
-            for cert in certs {
-                roots
-                    .add(cert)
-                    .map_err(|e| format!("{}: {e}", path.display()))?;
-            }
-            roots
-        }
+        TlsVerify::Roots(path) => load_roots(path)?,
     };
     rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider())
         .build()
         .map(|v| v as Arc<dyn rustls::client::danger::ServerCertVerifier>)
         .map_err(|e| e.to_string())
+}
+
+/// The CA certificates in a PEM file, as a root store (server roots for a dialer, client
+/// roots for a listener taking client certificates).
+pub fn load_roots(path: &std::path::Path) -> Result<rustls::RootCertStore, String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
+    let certs = CertificateDer::pem_file_iter(path)
+        .and_then(|iter| iter.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in certs {
+        roots
+            .add(cert)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    if roots.is_empty() {
+        return Err(format!("{}: no certificate", path.display()));
+    }
+    Ok(roots)
 }
 
 #[cfg(test)]

@@ -47,6 +47,9 @@ pub struct RelayConfig {
     pub auth: AuthConfig,
     /// This relay's place in a cluster: its hop id and the peers it dials.
     pub cluster: ClusterConfig,
+    /// CA certificates (PEM) a client certificate must chain to (`--listen-tls-root`): a
+    /// session presenting a verified one is a cluster peer. Clients without one still connect.
+    pub listen_tls_root: Option<std::path::PathBuf>,
 }
 
 impl Default for RelayConfig {
@@ -64,6 +67,7 @@ impl Default for RelayConfig {
             drain_timeout: Duration::from_secs(5),
             internal_listen: None,
             cluster: ClusterConfig::default(),
+            listen_tls_root: None,
         }
     }
 }

@@ -98,6 +98,8 @@ pub struct SessionInfo {
     pub path: String,
     /// The direction the client declared in its SETUP, if any.
     pub role: Option<starling_proto::Role>,
+    /// The client certificate the listener verified (mTLS), if one was presented.
+    pub tls: Option<starling_net::ClientCertificate>,
 }
 
 /// A boxed future borrowed from a session.

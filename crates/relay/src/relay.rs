@@ -34,6 +34,8 @@ pub enum RelayError {
     Cluster(#[from] crate::cluster::ClusterConfigError),
     #[error("cluster dialer: {0}")]
     Dialer(#[from] starling_net::ClientError),
+    #[error("--listen-tls-root: {0}")]
+    ClientRoots(String),
 }
 
 /// A bound relay; `run` serves until the process ends.
@@ -93,13 +95,27 @@ impl Relay {
         };
         let fingerprint = certificate.fingerprint_hex();
         let alpns: Vec<&str> = config.versions.iter().map(|v| v.alpn()).collect();
-        let (server, http) = bind_quic_and_http(
-            ServerConfig::new(certificate)
-                .with_bind(config.bind)
-                .with_alpns(&alpns),
-            config.http,
-        )
-        .await?;
+        let client_roots = match &config.listen_tls_root {
+            // moq-relay refuses the same pairing: anonymous access would make a peer
+            // certificate pointless (every client is admitted as one anyway).
+            Some(_)
+                if !config.auth.public_publish.is_empty()
+                    || !config.auth.public_subscribe.is_empty() =>
+            {
+                return Err(RelayError::ClientRoots(
+                    "client certificates cannot be combined with public (anonymous) access".into(),
+                ))
+            }
+            Some(path) => Some(Arc::new(
+                starling_net::load_roots(path).map_err(RelayError::ClientRoots)?,
+            )),
+            None => None,
+        };
+        let mut server_config = ServerConfig::new(certificate)
+            .with_bind(config.bind)
+            .with_alpns(&alpns);
+        server_config.client_roots = client_roots;
+        let (server, http) = bind_quic_and_http(server_config, config.http).await?;
         let (websocket, websocket_sessions) = websocket_acceptor(&alpns);
         let tcp = match config.listen_tcp {
             Some(addr) => {
@@ -365,6 +381,8 @@ struct Incoming<T: Transport> {
     local: Option<SocketAddr>,
     kind: SessionTransport,
     server_name: Option<String>,
+    /// A client certificate verified against `--listen-tls-root` (QUIC bindings only).
+    client_certificate: Option<starling_net::ClientCertificate>,
 }
 
 impl From<Accepted> for Incoming<QuicTransport> {
@@ -377,6 +395,7 @@ impl From<Accepted> for Incoming<QuicTransport> {
             local: None,
             kind: accepted.binding.into(),
             server_name: accepted.server_name,
+            client_certificate: accepted.client_certificate,
         }
     }
 }
@@ -393,6 +412,7 @@ impl From<QmuxAccepted> for Incoming<QmuxTransport> {
             local: None,
             kind: accepted.binding.into(),
             server_name: accepted.server_name,
+            client_certificate: None,
         }
     }
 }
@@ -461,7 +481,8 @@ impl Inner {
         config.max_hops = self.config.cluster.max_hops;
         // A peer relay (so its auth grant says) hears hidden paths, and its routes take the
         // peer tie-break.
-        config.cluster_peer = grant.peer;
+        // So does a relay presenting a client certificate our client roots verified.
+        config.cluster_peer = grant.peer || accepted.client_certificate.is_some();
         config.root = grant.root.clone();
         config.access = grant
             .permissions
@@ -500,6 +521,7 @@ impl Inner {
             alpn: accepted.protocol.clone(),
             path: dialed_path(&target),
             role: accepting_role,
+            tls: accepted.client_certificate.clone(),
         };
         self.metrics.accepted(binding, version);
         let _registered = self.sessions.register(info, Arc::new(session.clone()));

@@ -4,8 +4,8 @@
 //! Filter fields are moq-relay's: `id`, `node`, `transport`, `remote` (an IP or a CIDR, port
 //! ignored), `local` (exact, port included), `server_name`, `alpn`, `path` (a path pattern),
 //! `role`, and the client-certificate fields `tls_name`, `tls_fingerprint`, `tls_issuer`
-//! (this relay does not take client certificates yet, so those match nothing). Every field
-//! given must match. An unknown field (`query` included: credentials are never listed or
+//! (a session without a verified client certificate matches none of them). Every field given
+//! must match. An unknown field (`query` included: credentials are never listed or
 //! matched) or a value that does not parse is a 400 naming it.
 
 use std::net::{IpAddr, SocketAddr};
@@ -29,8 +29,17 @@ struct View {
     alpn: Option<String>,
     path: String,
     role: Option<&'static str>,
-    tls: Option<()>,
+    tls: Option<TlsView>,
     started: u64,
+}
+
+/// The verified client certificate of a session.
+#[derive(Debug, Serialize)]
+struct TlsView {
+    name: Option<String>,
+    fingerprint: String,
+    expires: i64,
+    issuer: String,
 }
 
 /// moq-relay's transport names (WebTransport runs over QUIC, and is listed as such).
@@ -103,8 +112,9 @@ pub struct Filter {
     alpn: Option<String>,
     path: Option<Pattern>,
     role: Option<Role>,
-    /// A client-certificate field was given: nothing matches (no client certificates).
-    tls: bool,
+    tls_name: Option<String>,
+    tls_fingerprint: Option<String>,
+    tls_issuer: Option<String>,
 }
 
 impl Filter {
@@ -140,7 +150,9 @@ impl Filter {
                         _ => return Err(invalid("role")),
                     })
                 }
-                "tls_name" | "tls_fingerprint" | "tls_issuer" => filter.tls = true,
+                "tls_name" => filter.tls_name = Some(value),
+                "tls_fingerprint" => filter.tls_fingerprint = Some(value.to_ascii_lowercase()),
+                "tls_issuer" => filter.tls_issuer = Some(value),
                 other => return Err(FilterError::Unknown(other.to_string())),
             }
         }
@@ -151,7 +163,10 @@ impl Filter {
         let same = |want: &Option<String>, have: Option<&str>| {
             want.as_deref().is_none_or(|want| Some(want) == have)
         };
-        !self.tls
+        let tls = info.tls.as_ref();
+        same(&self.tls_name, tls.and_then(|t| t.name.as_deref()))
+            && same(&self.tls_fingerprint, tls.map(|t| t.fingerprint.as_str()))
+            && same(&self.tls_issuer, tls.map(|t| t.issuer.as_str()))
             && same(&self.id, Some(&info.id.to_string()))
             && same(&self.node, Some(node))
             && same(&self.transport, Some(transport_name(info.transport)))
@@ -187,7 +202,12 @@ pub fn sessions_json(sessions: &SessionRegistry, node: &str, filter: &Filter) ->
             alpn: info.alpn,
             path: info.path,
             role: info.role.map(role_name),
-            tls: None,
+            tls: info.tls.map(|tls| TlsView {
+                name: tls.name,
+                fingerprint: tls.fingerprint,
+                expires: tls.expires,
+                issuer: tls.issuer,
+            }),
             started: info
                 .started_at
                 .duration_since(UNIX_EPOCH)

@@ -8,6 +8,7 @@ mod common;
 mod http_support;
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 
 use common::{bind_relay, session, within};
 use http_support::{get, routed, sample, write_group, Publisher};
@@ -46,6 +47,16 @@ impl Member {
         bind: Option<SocketAddr>,
         configure: impl FnOnce(&mut ClusterConfig),
     ) -> Member {
+        Self::start_relay(id, peers, bind, |relay| configure(&mut relay.cluster)).await
+    }
+
+    /// Like [`Member::start`], adjusting the whole relay configuration first.
+    async fn start_relay(
+        id: u64,
+        peers: &[&Url],
+        bind: Option<SocketAddr>,
+        configure: impl FnOnce(&mut RelayConfig),
+    ) -> Member {
         let connect = peers
             .iter()
             .map(|url| PeerEntry::parse(url.as_str()).unwrap())
@@ -62,7 +73,7 @@ impl Member {
             },
             ..RelayConfig::default()
         };
-        configure(&mut config.cluster);
+        configure(&mut config);
         let (relay, url) = match bind {
             Some(bind) => {
                 let relay = starling_relay::Relay::bind(RelayConfig { bind, ..config })
@@ -536,4 +547,110 @@ async fn sessions_lists_accepted_sessions_and_filters_them() {
         serde_json::json!([]),
         "{b_sessions}"
     );
+}
+
+/// A CA, and a client certificate for `name` it signed, written as PEM files in `dir`:
+/// (ca.pem, cert.pem, key.pem).
+fn client_identity(dir: &std::path::Path, name: &str) -> (PathBuf, PathBuf, PathBuf) {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name.push(DnType::CommonName, "cluster ca");
+    let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
+    let mut leaf = CertificateParams::new(vec![name.to_string()]).unwrap();
+    leaf.distinguished_name.push(DnType::CommonName, name);
+    let key = KeyPair::generate().unwrap();
+    let cert = leaf.signed_by(&key, &ca).unwrap();
+    let paths = (
+        dir.join("ca.pem"),
+        dir.join("cert.pem"),
+        dir.join("key.pem"),
+    );
+    std::fs::write(&paths.0, ca.pem()).unwrap();
+    std::fs::write(&paths.1, cert.pem()).unwrap();
+    std::fs::write(&paths.2, key.serialize_pem()).unwrap();
+    paths
+}
+
+/// mTLS: a relay dialing with a client certificate that the acceptor's `--listen-tls-root`
+/// verifies is a peer there (it hears hidden paths); the same dial without the certificate
+/// is a client (hidden paths stay hidden), and `/sessions` shows the certificate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_verified_client_certificate_makes_the_dialer_a_peer() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = client_identity(dir.path(), "relay-b.cluster");
+    let root = ca.clone();
+    let a = Member::start_relay(8001, &[], None, move |relay| {
+        relay.listen_tls_root = Some(root);
+    })
+    .await;
+    // A hidden broadcast published on A itself (as moq-relay's stats are), and a plain one.
+    let stats = starling_model::BroadcastProducer::new(starling_model::Limits::default());
+    let _stats_route = a
+        .origin
+        .publish(
+            Path::new(".stats/node/a").unwrap(),
+            stats.consume(),
+            starling_model::Route::local(),
+        )
+        .unwrap();
+    let mut publisher = Publisher::connect(&a.url, Version::Lite06).await;
+    publisher.broadcast(BROADCAST);
+
+    let (cert_path, key_path) = (cert.clone(), key.clone());
+    let with_cert = Member::start_with(8002, &[&a.url], None, move |cluster| {
+        cluster.connect_identity = Some((cert_path, key_path));
+    })
+    .await;
+    let without = Member::start(8003, &[&a.url], None).await;
+    for member in [&with_cert, &without] {
+        routed(&member.origin, &[BROADCAST]).await;
+    }
+    routed(&with_cert.origin, &[".stats/node/a"]).await;
+    let hidden = Path::new(".stats/node/a").unwrap();
+    assert!(
+        without.origin.route(&hidden, None).is_none(),
+        "a dialer without a certificate is a client: hidden paths stay hidden"
+    );
+
+    let sessions = get(a.internal, "/sessions").await.json();
+    let peers: Vec<&serde_json::Value> = sessions["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| !s["tls"].is_null())
+        .collect();
+    assert_eq!(peers.len(), 1, "{sessions}");
+    assert_eq!(peers[0]["tls"]["name"], "relay-b.cluster");
+    assert!(peers[0]["tls"]["issuer"]
+        .as_str()
+        .unwrap()
+        .contains("cluster ca"));
+    let by_name = get(a.internal, "/sessions?tls_name=relay-b.cluster")
+        .await
+        .json();
+    assert_eq!(
+        by_name["sessions"].as_array().unwrap().len(),
+        1,
+        "{by_name}"
+    );
+    drop(publisher);
+}
+
+#[tokio::test]
+async fn client_roots_with_public_access_refuse_startup() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, _, _) = client_identity(dir.path(), "x");
+    let mut config = RelayConfig {
+        bind: "127.0.0.1:0".parse().unwrap(),
+        listen_tls_root: Some(ca),
+        ..RelayConfig::default()
+    };
+    config.auth.public_subscribe =
+        starling_relay::parse_patterns(["**"]).expect("a public pattern");
+    let refused = starling_relay::Relay::bind(config)
+        .await
+        .err()
+        .expect("refused");
+    assert!(refused.to_string().contains("public"), "{refused}");
 }

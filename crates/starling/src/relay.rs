@@ -30,6 +30,10 @@ pub struct RelayArgs {
     /// Generate a self-signed certificate for these hostnames (default: localhost).
     #[arg(long, value_delimiter = ',')]
     tls_generate: Vec<String>,
+    /// Ask clients for a certificate chaining to these CAs (PEM): a session presenting one is
+    /// a cluster peer (mTLS). Clients without one still connect. Not with public access.
+    #[arg(long)]
+    listen_tls_root: Option<PathBuf>,
     /// Versions served, most preferred first.
     #[arg(long = "listen-version", value_delimiter = ',')]
     versions: Vec<Version>,
@@ -114,6 +118,13 @@ struct ClusterArgs {
     /// Dialed peers: accept any certificate (development only).
     #[arg(long)]
     connect_tls_insecure: bool,
+    /// Dialed peers: present this PEM certificate chain when asked (mTLS; with
+    /// --connect-tls-key).
+    #[arg(long, requires = "connect_tls_key")]
+    connect_tls_cert: Option<PathBuf>,
+    /// The private key of --connect-tls-cert (PEM).
+    #[arg(long, requires = "connect_tls_cert")]
+    connect_tls_key: Option<PathBuf>,
     /// How often a dialed peer link sends keep-alives (e.g. `250ms`).
     #[arg(long)]
     cluster_peer_keep_alive: Option<String>,
@@ -187,6 +198,8 @@ struct FileConnectTls {
     #[serde(default)]
     fingerprint: OneOrMany<String>,
     insecure: Option<bool>,
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
 }
 
 /// One value or an array of them.
@@ -237,6 +250,8 @@ struct FileTls {
     key: Option<PathBuf>,
     #[serde(default)]
     generate: Vec<String>,
+    /// `--listen-tls-root`.
+    root: Option<PathBuf>,
 }
 
 fn build(args: RelayArgs) -> anyhow::Result<RelayConfig> {
@@ -265,6 +280,7 @@ fn build(args: RelayArgs) -> anyhow::Result<RelayConfig> {
         (None, None) => TlsSource::Generate(vec!["localhost".into()]),
         _ => anyhow::bail!("tls cert and key go together"),
     };
+    config.listen_tls_root = args.listen_tls_root.or(file.tls.root);
     let versions = if args.versions.is_empty() {
         file.versions
             .iter()
@@ -373,6 +389,14 @@ fn cluster(
         connect.tls.fingerprint.into_vec()
     } else {
         flags.connect_tls_fingerprint
+    };
+    config.connect_identity = match (
+        flags.connect_tls_cert.or(connect.tls.cert),
+        flags.connect_tls_key.or(connect.tls.key),
+    ) {
+        (Some(cert), Some(key)) => Some((cert, key)),
+        (None, None) => None,
+        _ => anyhow::bail!("--connect-tls-cert and --connect-tls-key go together"),
     };
     let insecure = flags.connect_tls_insecure || connect.tls.insecure.unwrap_or(false);
     config.connect_tls = if insecure {

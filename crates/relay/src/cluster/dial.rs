@@ -67,8 +67,16 @@ pub(crate) fn start(
         keep_alive: Some(config.peer_keep_alive),
         ..QuicConfig::default()
     };
+    let identity = match &config.connect_identity {
+        Some((cert, key)) => Some(
+            starling_net::TlsCertificate::load_pem(cert, key)
+                .map_err(|err| ClusterConfigError::Identity(err.to_string()))?,
+        ),
+        None => None,
+    };
     let dialer = Arc::new(Dialer::new(DialConfig {
         quic,
+        identity,
         ..DialConfig::new(&alpns, config.connect_tls.clone())
     })?);
     let api = match &config.connect_api {
@@ -277,6 +285,7 @@ async fn attempt(
         alpn: Some(version.alpn().to_string()),
         path: peer.url.path().to_string(),
         role: None,
+        tls: None,
     };
     let _registered = mesh.sessions.register(info, Arc::new(session.0.clone()));
     Ok(session.0.closed().await)

@@ -62,6 +62,9 @@ pub struct ClusterConfig {
     pub node: Option<String>,
     /// How dialed peers' certificates are verified (`--connect-tls-*`).
     pub connect_tls: TlsVerify,
+    /// The certificate and key (PEM files) presented to peers that ask for one
+    /// (`--connect-tls-cert`, `--connect-tls-key`): the mTLS identity of this relay's dials.
+    pub connect_identity: Option<(std::path::PathBuf, std::path::PathBuf)>,
     /// Keep-alive interval on dialed peer links.
     pub peer_keep_alive: Duration,
     /// A dialed peer silent this long is dead: its routes go and the link redials. QUIC uses
@@ -82,6 +85,7 @@ impl Default for ClusterConfig {
             token: None,
             node: None,
             connect_tls: TlsVerify::System,
+            connect_identity: None,
             peer_keep_alive: Duration::from_millis(250),
             peer_idle_timeout: Duration::from_secs(2),
             redial: RedialPolicy::default(),
@@ -102,6 +106,8 @@ pub enum ClusterConfigError {
     Peer(#[from] PeerError),
     #[error("connect api: {0}")]
     Api(String),
+    #[error("--connect-tls-cert/--connect-tls-key: {0}")]
+    Identity(String),
 }
 
 impl ClusterConfig {
