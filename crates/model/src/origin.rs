@@ -129,12 +129,21 @@ struct OriginState {
     fronts: HashMap<Path, Vec<(FrontKey, Weak<BroadcastShared>)>>,
     /// Tracks handed to another route after their source was lost.
     failovers: u64,
+    /// Peers (by hop) that explicitly withdrew a path: every other route to it through them
+    /// is stale (never chosen) until they announce it again themselves. Kept only for paths
+    /// that still have routes.
+    withdrawn: HashMap<Path, Vec<u64>>,
 }
 
 impl RouteEntry {
     /// Whether a front of `key` may read through this route.
-    fn serves(&self, key: &FrontKey) -> bool {
-        self.route.hops.first() == Some(&key.identity) && !self.broadcast.is_closed()
+    fn serves(&self, key: &FrontKey, withdrawn: &[u64]) -> bool {
+        self.route.hops.first() == Some(&key.identity) && self.usable(withdrawn)
+    }
+
+    /// Live, and not through a peer that withdrew the path.
+    fn usable(&self, withdrawn: &[u64]) -> bool {
+        !self.broadcast.is_closed() && !withdrawn.iter().any(|hop| self.route.hops.contains(hop))
     }
 }
 
@@ -155,15 +164,23 @@ impl OriginState {
         }
     }
 
+    fn withdrawn(&self, path: &Path) -> &[u64] {
+        self.withdrawn
+            .get(path)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+    }
+
     fn best<'a>(&'a self, path: &Path, exclude_hop: Option<u64>) -> Option<&'a RouteEntry> {
         let routes = self.broadcasts.get(path)?;
+        let withdrawn = self.withdrawn(path);
         routes
             .iter()
             .filter(|r| match exclude_hop {
                 Some(hop) if hop != 0 => !r.route.hops.contains(&hop),
                 _ => true,
             })
-            .filter(|r| !r.broadcast.is_closed())
+            .filter(|r| r.usable(withdrawn))
             // Lowest rank wins; among equals the newest route (a reconnecting publisher).
             .min_by(|a, b| {
                 a.route
@@ -180,10 +197,11 @@ impl OriginState {
         readers: &[u64],
         lost: Option<&BroadcastConsumer>,
     ) -> Option<&RouteEntry> {
+        let withdrawn = self.withdrawn(&key.path);
         self.broadcasts
             .get(&key.path)?
             .iter()
-            .filter(|r| r.serves(key))
+            .filter(|r| r.serves(key, withdrawn))
             .filter(|r| !readers.iter().any(|hop| r.route.hops.contains(hop)))
             .filter(|r| lost.is_none_or(|lost| !r.broadcast.same(lost)))
             .min_by(|a, b| {
@@ -201,9 +219,12 @@ impl OriginState {
             return Vec::new();
         };
         let routes = self.broadcasts.get(path);
+        let withdrawn = self.withdrawn(path);
         fronts
             .iter()
-            .filter(|(key, _)| routes.is_none_or(|routes| !routes.iter().any(|r| r.serves(key))))
+            .filter(|(key, _)| {
+                routes.is_none_or(|routes| !routes.iter().any(|r| r.serves(key, withdrawn)))
+            })
             .filter_map(|(_, weak)| BroadcastConsumer::upgrade(weak))
             .collect()
     }
@@ -214,6 +235,7 @@ impl OriginState {
             routes.retain(|r| r.id != id);
             if routes.is_empty() {
                 self.broadcasts.remove(&path);
+                self.withdrawn.remove(&path);
             }
         }
         Some(path)
@@ -269,6 +291,14 @@ impl Origin {
         let id = state.next_id;
         state.next_id += 1;
         state.route_paths.insert(id, path.clone());
+        // A peer announcing the path itself again ends the staleness of routes through it.
+        if let (Some(sender), Some(withdrawn)) = (route.hops.last(), state.withdrawn.get_mut(&path))
+        {
+            withdrawn.retain(|hop| hop != sender);
+            if withdrawn.is_empty() {
+                state.withdrawn.remove(&path);
+            }
+        }
         state
             .broadcasts
             .entry(path.clone())
@@ -316,6 +346,38 @@ impl Origin {
         }
         let mut orphaned = Vec::new();
         for path in touched {
+            state.mark_dirty(&path);
+            orphaned.extend(state.orphaned_fronts(&path));
+        }
+        drop(state);
+        close_fronts(orphaned);
+    }
+
+    /// Remove routes that their peer explicitly withdrew (ANNOUNCE_END from the peer with hop
+    /// `sender`). Where the peer no longer announces a path at all, every other route to it
+    /// through that peer goes stale until the peer announces it again (moq-relay's guard
+    /// against path hunting through a peer that said it has no route).
+    pub fn withdraw_all(&self, sender: u64, handles: impl IntoIterator<Item = RouteHandle>) {
+        let mut state = self.state.lock();
+        let mut touched = HashSet::new();
+        for mut handle in handles {
+            if let Some(path) = state.remove_route(handle.id) {
+                touched.insert(path);
+            }
+            handle.id = u64::MAX;
+        }
+        let mut orphaned = Vec::new();
+        for path in touched {
+            let still_announced = state
+                .broadcasts
+                .get(&path)
+                .is_some_and(|routes| routes.iter().any(|r| r.route.hops.last() == Some(&sender)));
+            if sender != 0 && !still_announced && state.broadcasts.contains_key(&path) {
+                let withdrawn = state.withdrawn.entry(path.clone()).or_default();
+                if !withdrawn.contains(&sender) && withdrawn.len() < MAX_WITHDRAWN {
+                    withdrawn.push(sender);
+                }
+            }
             state.mark_dirty(&path);
             orphaned.extend(state.orphaned_fronts(&path));
         }
@@ -567,6 +629,9 @@ impl Drop for RouteHandle {
         }
     }
 }
+
+/// Peers remembered as having withdrawn one path (a relay has far fewer).
+const MAX_WITHDRAWN: usize = 64;
 
 /// Close fronts left without a route (outside the origin's lock: the last handle on a front
 /// may drop here, and a front's drop unregisters it from the origin).

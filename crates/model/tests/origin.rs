@@ -869,3 +869,45 @@ fn announced_lists_the_prefix_and_what_is_below_it_only() {
     sorted.sort();
     assert_eq!(all, sorted, "in path order");
 }
+
+/// Cluster statement 15: after X explicitly withdraws a path, other routes to it through X go
+/// stale until X announces it again; a route simply lost with X's session leaves none.
+#[test]
+fn an_explicit_withdrawal_makes_routes_through_the_peer_stale() {
+    let origin = Origin::new();
+    let (from_x, via_c) = (broadcast(), broadcast());
+    let path = p("room/alice");
+    let direct = origin
+        .publish(path.clone(), from_x.consume(), route(2, 2, &[7, 50]))
+        .unwrap();
+    let _through = origin
+        .publish(path.clone(), via_c.consume(), route(5, 5, &[7, 50, 60]))
+        .unwrap();
+    origin.withdraw_all(50, [direct]);
+    assert!(origin.route(&path, None).is_none(), "[7, 50, 60] is stale");
+    assert_eq!(origin.routes(&path).len(), 1, "still held, only not used");
+    assert!(origin.announced(&p(""), None).is_empty());
+
+    // X announces the path again: nothing through it is stale any more.
+    let again = broadcast();
+    let _back = origin
+        .publish(path.clone(), again.consume(), route(3, 3, &[7, 50]))
+        .unwrap();
+    assert_eq!(origin.route(&path, None).unwrap().route.hops.len(), 2);
+    assert_eq!(origin.announced(&p(""), None).len(), 1);
+}
+
+#[test]
+fn a_lost_session_leaves_no_stale_routes() {
+    let origin = Origin::new();
+    let (from_x, via_c) = (broadcast(), broadcast());
+    let path = p("room/alice");
+    let direct = origin
+        .publish(path.clone(), from_x.consume(), route(2, 2, &[7, 50]))
+        .unwrap();
+    let _through = origin
+        .publish(path.clone(), via_c.consume(), route(5, 5, &[7, 50, 60]))
+        .unwrap();
+    origin.unpublish_all([direct]);
+    assert_eq!(origin.route(&path, None).unwrap().route.hops.len(), 3);
+}

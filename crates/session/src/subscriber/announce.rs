@@ -298,7 +298,8 @@ impl<T: Transport> Announces<T> {
                     .strip_prefix(&self.base)
                     .unwrap_or_else(Path::empty);
                 self.by_suffix.remove(&suffix);
-                self.origin.unpublish_all([live.end()]);
+                // An explicit END: routes through the peer go stale (cluster statement 15).
+                self.origin.withdraw_all(self.responder, [live.end()]);
                 Ok(())
             }
             Announcement::Unknown { .. } => Ok(()),
@@ -327,7 +328,7 @@ impl<T: Transport> Announces<T> {
             AnnounceStatus::Ended => {
                 if let Some(id) = self.by_suffix.remove(&msg.suffix) {
                     if let Some(live) = self.by_id.remove(&id) {
-                        self.origin.unpublish_all([live.end()]);
+                        self.origin.withdraw_all(self.responder, [live.end()]);
                     }
                 }
                 Ok(())
