@@ -172,10 +172,22 @@ impl OriginState {
     }
 
     fn best<'a>(&'a self, path: &Path, exclude_hop: Option<u64>) -> Option<&'a RouteEntry> {
+        self.best_within(path, exclude_hop, usize::MAX)
+    }
+
+    /// The best usable route of fewer than `max_chain` hops, skipping routes through
+    /// `exclude_hop`.
+    fn best_within<'a>(
+        &'a self,
+        path: &Path,
+        exclude_hop: Option<u64>,
+        max_chain: usize,
+    ) -> Option<&'a RouteEntry> {
         let routes = self.broadcasts.get(path)?;
         let withdrawn = self.withdrawn(path);
         routes
             .iter()
+            .filter(|r| r.route.hops.len() < max_chain)
             .filter(|r| match exclude_hop {
                 Some(hop) if hop != 0 => !r.route.hops.contains(&hop),
                 _ => true,
@@ -402,12 +414,26 @@ impl Origin {
     }
 
     pub fn route(&self, path: &Path, exclude_hop: Option<u64>) -> Option<Announced> {
+        self.forwardable(path, exclude_hop, usize::MAX)
+    }
+
+    /// The best route to `path` a peer with hop `exclude_hop` can take from us: not through
+    /// it, and with fewer than `max_hops` hops so its append still fits (a longer best route
+    /// falls back to a shorter one rather than withdrawing the path).
+    pub fn forwardable(
+        &self,
+        path: &Path,
+        exclude_hop: Option<u64>,
+        max_hops: usize,
+    ) -> Option<Announced> {
         let state = self.state.lock();
-        state.best(path, exclude_hop).map(|entry| Announced {
-            path: path.clone(),
-            broadcast: entry.broadcast.clone(),
-            route: entry.route.clone(),
-        })
+        state
+            .best_within(path, exclude_hop, max_hops)
+            .map(|entry| Announced {
+                path: path.clone(),
+                broadcast: entry.broadcast.clone(),
+                route: entry.route.clone(),
+            })
     }
 
     /// The broadcast to read for exactly `path`, by its best route: a broadcast published
@@ -525,13 +551,25 @@ impl Origin {
     /// Every path under `prefix` with a live route, and that route, in path order. Costs the
     /// paths under the prefix, not every path the origin holds.
     pub fn announced(&self, prefix: &Path, exclude_hop: Option<u64>) -> Vec<Announced> {
+        self.announced_forwardable(prefix, exclude_hop, usize::MAX)
+    }
+
+    /// [`Origin::announced`] as a peer sees it: each path's [`Origin::forwardable`] route.
+    pub fn announced_forwardable(
+        &self,
+        prefix: &Path,
+        exclude_hop: Option<u64>,
+        max_hops: usize,
+    ) -> Vec<Announced> {
         let state = self.state.lock();
         let announced = |path: &Path| {
-            state.best(path, exclude_hop).map(|entry| Announced {
-                path: path.clone(),
-                broadcast: entry.broadcast.clone(),
-                route: entry.route.clone(),
-            })
+            state
+                .best_within(path, exclude_hop, max_hops)
+                .map(|entry| Announced {
+                    path: path.clone(),
+                    broadcast: entry.broadcast.clone(),
+                    route: entry.route.clone(),
+                })
         };
         if prefix.is_empty() {
             return state.broadcasts.keys().filter_map(announced).collect();

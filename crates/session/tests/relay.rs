@@ -499,3 +499,49 @@ async fn a_request_from_the_routes_own_peer_is_unroutable() {
         .unwrap()
         .is_ok());
 }
+
+/// Cluster statement 7: with max hops k, a route of k hops is not offered (the receiver's
+/// append would not fit); a shorter one is, even when costlier, and with none the path is
+/// withdrawn.
+#[tokio::test]
+async fn a_route_too_long_to_forward_falls_back_to_a_shorter_one() {
+    use starling_model::{BroadcastProducer, Limits, Origin, Route};
+    use starling_proto::RouteCost;
+    use starling_session::{random_hop, SessionConfig};
+    let relay = Relay::new();
+    let long = BroadcastProducer::dynamic(Limits::default());
+    let short = BroadcastProducer::dynamic(Limits::default());
+    let _long = relay
+        .origin
+        .publish(
+            path("room/alice"),
+            long.consume(),
+            Route::learned(vec![11, 12], RouteCost::new(1), true),
+        )
+        .unwrap();
+    let short_route = relay
+        .origin
+        .publish(
+            path("room/alice"),
+            short.consume(),
+            Route::learned(vec![13], RouteCost::new(5), true),
+        )
+        .unwrap();
+    let origin = Origin::new();
+    let mut config = SessionConfig::new(random_hop());
+    config.consume = Some(origin.clone());
+    let (_session, _relay_side, _) = relay
+        .connect_with(Version::Lite06, config, |relay_side| {
+            relay_side.max_hops = 2
+        })
+        .await;
+    wait_announced(&origin, "room/alice", true).await;
+    let chain = origin.route(&path("room/alice"), None).unwrap().route.hops;
+    assert_eq!(
+        &chain[..],
+        &[13, relay.hop],
+        "the two-hop route does not fit"
+    );
+    drop(short_route);
+    wait_announced(&origin, "room/alice", false).await;
+}

@@ -60,12 +60,13 @@ pub(crate) async fn announce<T: Transport>(
         root: shared.config.root.clone(),
         access: shared.config.access.clone(),
         show_hidden: shared.config.cluster_peer || has_hidden(&request.prefix),
+        max_hops: shared.config.max_hops,
     };
 
     let interest = view.origin.interest(view.prefix.clone())?;
     let initial: Vec<Announced> = view
         .origin
-        .announced(&view.prefix, exclude)
+        .announced_forwardable(&view.prefix, exclude, view.max_hops)
         .into_iter()
         .filter(|a| view.visible(&a.path))
         .collect();
@@ -109,7 +110,7 @@ pub(crate) async fn announce<T: Transport>(
                     if !view.visible(&path) {
                         continue;
                     }
-                    let current = view.origin.route(&path, exclude);
+                    let current = view.origin.forwardable(&path, exclude, view.max_hops);
                     let suffix = view.suffix(&path);
                     match (current, sent.get(&path)) {
                         (None, None) => {}
@@ -159,7 +160,10 @@ fn update<S: starling_transport::SendStream>(
     path: &Path,
     exclude: Option<u64>,
 ) -> Result<(), Error> {
-    let (Some(now), Some(old)) = (view.origin.route(path, exclude), sent.get(path)) else {
+    let (Some(now), Some(old)) = (
+        view.origin.forwardable(path, exclude, view.max_hops),
+        sent.get(path),
+    ) else {
         return Ok(());
     };
     if old.hops == now.route.hops && old.cost == now.route.cost {
@@ -184,6 +188,9 @@ struct View {
     root: Path,
     access: Option<std::sync::Arc<dyn crate::config::Access>>,
     show_hidden: bool,
+    /// Routes of this many hops or more are not offered: the receiver's append would not fit
+    /// (cluster statement 7).
+    max_hops: usize,
 }
 
 impl View {
