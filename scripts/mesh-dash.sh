@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# The dash load on real relay processes: a mesh of RELAYS relays on this machine (relay 0,
+# and relays 1..RELAYS-1 each dialing relay 0 as a cluster peer), one node publisher of
+# hidden `.stats` broadcasts per relay after the first, and the dash client on relay 0
+# following every node's broadcasts across the mesh. Run with Starling relays and with
+# moq-relay 0.17.10 relays, alternating (A B A B …), then the ratios.
+#
+#   scripts/mesh-dash.sh                               # RELAYS=4, PAIRS=2
+#   RELAYS=6 PROJECTS=20 TRACKS=16 PAIRS=3 scripts/mesh-dash.sh
+#
+# Writes target/mesh-dash/<time>/: one JSON summary per run under dash/, the relay logs, and
+# report.md (machine, versions, command, table).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+RELAYS=${RELAYS:-4}
+PAIRS=${PAIRS:-2}
+PORT=${PORT:-15443}
+PROJECTS=${PROJECTS:-10}
+TRACKS=${TRACKS:-16}
+TICKS=${TICKS:-20}
+OUT=${OUT:-target/mesh-dash/$(date -u +%Y%m%dT%H%M%SZ)}
+mkdir -p "$OUT/dash"
+
+scripts/install-peers.sh
+CACHE="${STARLING_CACHE:-$HOME/.cache/starling}"
+MOQ_RELAY="${STARLING_MOQ_RELAY:-$CACHE/moq-relay-0.17.10/bin/moq-relay}"
+cargo build --release --locked -p starling -p starling-loadgen
+STARLING=target/release/starling
+LOAD=target/release/starling-load
+
+PIDS=()
+
+# Relay $2 of kind $1 on UDP/TCP port PORT+$2, cluster id 100+$2, dialing relay 0 unless it
+# is relay 0; certificates are self-signed and dials do not check them (loopback only).
+start_one() {
+    local kind=$1 index=$2 port=$((PORT + $2)) log="$OUT/$1-$2.log"
+    local dial=()
+    if [ "$index" -gt 0 ]; then
+        dial=(--cluster-connect "moqt://localhost:$PORT/" --connect-tls-insecure)
+    fi
+    case $kind in
+        starling)
+            "$STARLING" relay --bind "127.0.0.1:$port" --tls-generate localhost \
+                --internal-listen off --log warn --cluster-id $((100 + index)) \
+                "${dial[@]}" >>"$log" 2>&1 &
+            ;;
+        moq-relay)
+            "$MOQ_RELAY" --listen "127.0.0.1:$port" --listen-tls-generate localhost \
+                --web-http-listen "127.0.0.1:$port" --auth-public '**' \
+                --cluster-id $((100 + index)) "${dial[@]}" \
+                --log-level warn >>"$log" 2>&1 &
+            ;;
+    esac
+    local pid=$!
+    PIDS+=("$pid")
+    for _ in $(seq 1 400); do
+        if curl -sf "http://127.0.0.1:$port/certificate.sha256" >/dev/null; then
+            return 0
+        fi
+        if ! kill -0 "$pid" 2>/dev/null; then
+            echo "$kind relay $index exited before it was ready; see $log" >&2
+            exit 1
+        fi
+        sleep 0.05
+    done
+    echo "$kind relay $index did not become ready; see $log" >&2
+    exit 1
+}
+
+start_mesh() {
+    PIDS=()
+    for index in $(seq 0 $((RELAYS - 1))); do
+        start_one "$1" "$index"
+    done
+}
+
+stop_mesh() {
+    for pid in "${PIDS[@]}"; do
+        kill -TERM "$pid" 2>/dev/null || true
+    done
+    for pid in "${PIDS[@]}"; do
+        wait "$pid" 2>/dev/null || true
+    done
+    PIDS=()
+}
+trap stop_mesh EXIT
+
+dash_args() {
+    local args=(dash)
+    for index in $(seq 0 $((RELAYS - 1))); do
+        args+=(--relay "moqt://localhost:$((PORT + index))/")
+    done
+    args+=(--projects "$PROJECTS" --tracks "$TRACKS" --ticks "$TICKS" --tick-ms 1000)
+    echo "${args[@]}"
+}
+
+for pair in $(seq 1 "$PAIRS"); do
+    for kind in starling moq-relay; do
+        start_mesh "$kind"
+        pid_args=()
+        for pid in "${PIDS[@]}"; do
+            pid_args+=(--relay-pid "$pid")
+        done
+        # shellcheck disable=SC2046
+        "$LOAD" $(dash_args) --tls-disable-verify --no-progress "${pid_args[@]}" \
+            --json "$OUT/dash/$kind-$pair.json" >"$OUT/dash/$kind-$pair.txt"
+        stop_mesh
+        echo "dash pair $pair: $kind mesh done"
+    done
+done
+trap - EXIT
+
+{
+    echo "### Dash on a $RELAYS-relay mesh, side by side, $(date -u +%Y-%m-%d)"
+    echo
+    echo "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)),"
+    echo "$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr)."
+    echo "Starling $(git rev-parse --short HEAD) (release), moq-relay 0.17.10 (release, cargo install)."
+    echo "$PAIRS pairs, alternating a Starling mesh then a moq-relay mesh; relays 1..$((RELAYS - 1))"
+    echo "dial relay 0; ratios are Starling/moq-relay (below 1: Starling used less or was faster)."
+    echo
+    echo "Load: \`starling-load $(dash_args)\` ($((RELAYS - 1)) nodes x $PROJECTS projects x $TRACKS tracks)."
+    echo
+    "$LOAD" compare --runs "$OUT" --a starling --b moq-relay
+} >"$OUT/report.md"
+cat "$OUT/report.md"
+echo "written: $OUT/report.md"
