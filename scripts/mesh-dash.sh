@@ -12,6 +12,8 @@
 # report.md (machine, versions, command, table).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=lib/relay-ready.sh
+. scripts/lib/relay-ready.sh
 
 RELAYS=${RELAYS:-4}
 PAIRS=${PAIRS:-2}
@@ -54,18 +56,7 @@ start_one() {
     esac
     local pid=$!
     PIDS+=("$pid")
-    for _ in $(seq 1 400); do
-        if curl -sf "http://127.0.0.1:$port/certificate.sha256" >/dev/null; then
-            return 0
-        fi
-        if ! kill -0 "$pid" 2>/dev/null; then
-            echo "$kind relay $index exited before it was ready; see $log" >&2
-            exit 1
-        fi
-        sleep 0.05
-    done
-    echo "$kind relay $index did not become ready; see $log" >&2
-    exit 1
+    wait_ready "$kind relay $index" "$port" "$pid" "$log"
 }
 
 start_mesh() {

@@ -10,6 +10,8 @@
 # logs, and report.md (machine, versions, commands and the tables).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=lib/relay-ready.sh
+. scripts/lib/relay-ready.sh
 
 PAIRS=${PAIRS:-3}
 PORT=${PORT:-14443}
@@ -40,19 +42,7 @@ start_relay() {
             ;;
     esac
     RELAY_PID=$!
-    # Ready once the certificate fingerprint is served over HTTP.
-    for _ in $(seq 1 400); do
-        if curl -sf "http://127.0.0.1:$PORT/certificate.sha256" >/dev/null; then
-            return 0
-        fi
-        if ! kill -0 "$RELAY_PID" 2>/dev/null; then
-            echo "$name exited before it was ready; see $log" >&2
-            exit 1
-        fi
-        sleep 0.05
-    done
-    echo "$name did not become ready; see $log" >&2
-    exit 1
+    wait_ready "$name" "$PORT" "$RELAY_PID" "$log"
 }
 
 stop_relay() {

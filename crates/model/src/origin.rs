@@ -164,6 +164,21 @@ impl OriginState {
         }
     }
 
+    /// `path` with its best route of fewer than `max_chain` hops, as readers get it.
+    fn announced(
+        &self,
+        path: &Path,
+        exclude_hop: Option<u64>,
+        max_chain: usize,
+    ) -> Option<Announced> {
+        self.best_within(path, exclude_hop, max_chain)
+            .map(|entry| Announced {
+                path: path.clone(),
+                broadcast: entry.broadcast.clone(),
+                route: entry.route.clone(),
+            })
+    }
+
     fn withdrawn(&self, path: &Path) -> &[u64] {
         self.withdrawn
             .get(path)
@@ -426,14 +441,7 @@ impl Origin {
         exclude_hop: Option<u64>,
         max_hops: usize,
     ) -> Option<Announced> {
-        let state = self.state.lock();
-        state
-            .best_within(path, exclude_hop, max_hops)
-            .map(|entry| Announced {
-                path: path.clone(),
-                broadcast: entry.broadcast.clone(),
-                route: entry.route.clone(),
-            })
+        self.state.lock().announced(path, exclude_hop, max_hops)
     }
 
     /// The broadcast to read for exactly `path`, by its best route: a broadcast published
@@ -562,15 +570,7 @@ impl Origin {
         max_hops: usize,
     ) -> Vec<Announced> {
         let state = self.state.lock();
-        let announced = |path: &Path| {
-            state
-                .best_within(path, exclude_hop, max_hops)
-                .map(|entry| Announced {
-                    path: path.clone(),
-                    broadcast: entry.broadcast.clone(),
-                    route: entry.route.clone(),
-                })
-        };
+        let announced = |path: &Path| state.announced(path, exclude_hop, max_hops);
         if prefix.is_empty() {
             return state.broadcasts.keys().filter_map(announced).collect();
         }

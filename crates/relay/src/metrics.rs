@@ -42,6 +42,11 @@ struct ReasonLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PeerLabels {
+    peer: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CodeLabels {
     code: String,
 }
@@ -114,6 +119,8 @@ pub struct RelayMetrics {
     rejected: Family<ReasonLabels, Counter>,
     closed: Family<CodeLabels, Counter>,
     ended: Arc<Mutex<Totals>>,
+    /// Cluster links redialed after their session ended or a dial failed.
+    redials: Counter,
 }
 
 impl RelayMetrics {
@@ -129,6 +136,11 @@ impl RelayMetrics {
                 version: version.to_string(),
             })
             .inc();
+    }
+
+    /// A cluster link is about to dial again.
+    pub fn redialed(&self) {
+        self.redials.inc();
     }
 
     pub fn rejected(&self, reason: Rejection) {
@@ -184,7 +196,13 @@ impl RelayMetrics {
         let mut totals = Totals::default();
         let (mut subscriptions, mut interests, mut upstream) = (0i64, 0i64, 0i64);
         let mut peers = 0i64;
+        let peer_routes: Family<PeerLabels, Gauge> = Family::default();
         for entry in sessions.list() {
+            if let Some(peer) = &entry.info.peer {
+                peer_routes
+                    .get_or_create(&PeerLabels { peer: peer.clone() })
+                    .inc_by(entry.session.stats().routes.load(Ordering::Relaxed) as i64);
+            }
             live.get_or_create(&SessionLabels {
                 transport: entry.info.transport.as_str().to_string(),
                 version: entry.info.version.to_string(),
@@ -334,6 +352,16 @@ impl RelayMetrics {
             "failovers",
             "Tracks handed to another route with the same publisher after the session serving them was lost",
             failovers,
+        );
+        registry.register(
+            "cluster_peer_routes",
+            "Routes each dialed cluster peer's announcements hold here, by peer",
+            peer_routes,
+        );
+        registry.register(
+            "cluster_redials",
+            "Cluster links dialed again after their session ended or a dial failed",
+            self.redials.clone(),
         );
         registry.register(
             "cluster_peer_links",

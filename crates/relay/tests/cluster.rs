@@ -240,6 +240,13 @@ async fn a_link_redials_a_peer_that_came_back() {
     let (_sub, origin) = subscriber(&b.url).await;
     let hops = announced(&origin).await;
     assert_eq!(&hops[1..], &[2001, 2002], "{hops:?}");
+    assert!(b.metric("starling_cluster_redials_total").await >= Some(1.0));
+    // The one route A's announcements hold on B, by peer.
+    b.metric_reaches(
+        &format!("starling_cluster_peer_routes{{peer=\"moqt://{a_addr}\"}}"),
+        1.0,
+    )
+    .await;
     let mut reader = reader(&origin);
     write_group(&track, 0, 0, &["back"]);
     assert_eq!(read_payloads(&mut reader).await, (0, vec!["back".into()]));
@@ -493,8 +500,17 @@ async fn sessions_lists_accepted_sessions_and_filters_them() {
     let b = Member::start(1002, &[&a.url], None).await;
     b.metric_reaches("starling_cluster_peer_links", 1.0).await;
     let (_client, _origin) = subscriber(&a.url).await;
-
-    let all = get(a.internal, "/sessions").await.json();
+    // The relay registers a session just after its SETUP completes.
+    let all = within(async {
+        loop {
+            let all = get(a.internal, "/sessions").await.json();
+            if all["sessions"].as_array().is_some_and(|l| l.len() >= 2) {
+                return all;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
     let list = all["sessions"].as_array().unwrap();
     assert_eq!(
         list.len(),

@@ -66,6 +66,8 @@ pub struct SessionStats {
     pub bytes_received: AtomicU64,
     /// Group streams a slow subscriber skipped (reset TOO_FAR_BEHIND).
     pub groups_skipped: AtomicU64,
+    /// Routes the peer's announcements hold in our origin now.
+    pub routes: AtomicU64,
     /// Streams we reset or stopped because of the peer's input, by moq-lite stream code.
     stream_errors: Mutex<std::collections::BTreeMap<u32, u64>>,
 }

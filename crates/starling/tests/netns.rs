@@ -1,8 +1,9 @@
 //! A cluster across hosts: one `starling relay` process per network namespace, joined by veth
 //! links, with the clients (and a UDP link emulator for delay and loss) in the test's own
-//! namespace. Relay A serves the publisher; B dials A; C dials B (cost 1) and A directly
-//! through the emulated link (cost 10, 5 ms each way, 1 % loss); the B–C link is held to
-//! 20 Mbit/s by `tc tbf`. Two subscribers on C read the publisher's track through B.
+//! namespace. Relay A serves the publisher; B dials A; C dials B (cost 1) and, in the
+//! triangle, A directly through the emulated link (cost 10, 5 ms each way, 1 % loss); the B–C
+//! link is held to 20 Mbit/s by `tc tbf`. Two subscribers on C read the publisher's track
+//! through B. The plain chain A–B–C is checked on its own first.
 //!
 //! Each test breaks the mesh one way — B killed with SIGKILL, the B–C link taken down and
 //! brought back, B removed from C's connect_api file — and checks that the subscribers carry
@@ -612,10 +613,21 @@ const A_ID: u64 = 101;
 const B_ID: u64 = 102;
 const C_ID: u64 = 103;
 
+/// How C finds its peers.
+#[derive(Clone, Copy, PartialEq)]
+enum CPeers {
+    /// B and the direct route to A, as flags.
+    Flags,
+    /// The same two, from a connect_api file.
+    Api,
+    /// B only: a plain chain A–B–C.
+    Chain,
+}
+
 impl Mesh {
-    /// Build the mesh; with `connect_api`, C reads its two peers from a file instead of
-    /// flags. Waits until both subscribers receive through B.
-    async fn start(connect_api: bool) -> anyhow::Result<Mesh> {
+    /// Build the mesh with C's peers found as `peers` says. Waits until both subscribers
+    /// receive through B.
+    async fn start(peers: CPeers) -> anyhow::Result<Mesh> {
         let mut lab = Lab::new(3)?;
         let ra = lab.link(None, 0)?;
         let rb = lab.link(None, 1)?;
@@ -650,23 +662,26 @@ impl Mesh {
         )?;
         let to_b = format!("moqt://{}:4443/", bc.a_ip);
         let to_a = format!("moqt://{}/?cost=10", direct.local_addr());
-        let c_args = if connect_api {
-            let file = lab.file("peers.json");
-            std::fs::write(&file, serde_json::to_string(&[&to_b, &to_a])?)?;
-            vec!["--cluster-connect-api".into(), file.display().to_string()]
-        } else {
-            vec![
+        let c_args = match peers {
+            CPeers::Api => {
+                let file = lab.file("peers.json");
+                std::fs::write(&file, serde_json::to_string(&[&to_b, &to_a])?)?;
+                vec!["--cluster-connect-api".into(), file.display().to_string()]
+            }
+            CPeers::Flags => vec![
                 "--cluster-connect".into(),
                 to_b,
                 "--cluster-connect".into(),
                 to_a,
-            ]
+            ],
+            CPeers::Chain => vec!["--cluster-connect".into(), to_b],
         };
+        let links = if peers == CPeers::Chain { 1.0 } else { 2.0 };
         let c = RelayProcess::start(&lab, 2, "C", rc.b_ip, C_ID, &c_args)?;
         for relay in [&a, &b, &c] {
             relay.ready().await?;
         }
-        c.metric_is("starling_cluster_peer_links", 2.0).await?;
+        c.metric_is("starling_cluster_peer_links", links).await?;
         b.metric_is("starling_cluster_peer_links", 1.0).await?;
 
         let publisher = Publisher::start(&a.url()).await?;
@@ -788,10 +803,30 @@ fn logs(relays: &[&RelayProcess]) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_three_relay_chain_carries_the_track_with_one_upstream_per_relay() {
+    root_only!();
+    let _one = ONE_MESH.lock().await;
+    let mesh = Mesh::start(CPeers::Chain).await.expect("mesh");
+    let result = async {
+        // C's only route names the publisher, then A and B.
+        let chains = mesh.c.chains(BROADCAST).await?;
+        ensure!(
+            chains.len() == 1 && chains[0].ends_with(&[A_ID, B_ID]) && chains[0].len() == 3,
+            "C's routes {chains:?}"
+        );
+        mesh.one_upstream_each(&[&mesh.a, &mesh.b, &mesh.c]).await?;
+        mesh.subscribers_continue().await?;
+        no_loops(&[(&mesh.a, A_ID), (&mesh.b, B_ID), (&mesh.c, C_ID)]).await
+    }
+    .await;
+    report(result, || logs(&[&mesh.a, &mesh.b, &mesh.c])).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_middle_relay_fails_over_to_the_other_route() {
     root_only!();
     let _one = ONE_MESH.lock().await;
-    let mut mesh = Mesh::start(false).await.expect("mesh");
+    let mut mesh = Mesh::start(CPeers::Flags).await.expect("mesh");
     let result = async {
         mesh.one_upstream_each(&[&mesh.a, &mesh.b, &mesh.c]).await?;
         mesh.b.kill();
@@ -811,7 +846,7 @@ async fn a_killed_middle_relay_fails_over_to_the_other_route() {
 async fn a_partitioned_link_heals_and_routes_converge() {
     root_only!();
     let _one = ONE_MESH.lock().await;
-    let mesh = Mesh::start(false).await.expect("mesh");
+    let mesh = Mesh::start(CPeers::Flags).await.expect("mesh");
     let result = async {
         mesh.bc.set_up(false)?;
         mesh.c_routes_direct().await?;
@@ -841,7 +876,7 @@ async fn a_partitioned_link_heals_and_routes_converge() {
 async fn a_peer_removed_from_the_connect_api_file_is_dropped() {
     root_only!();
     let _one = ONE_MESH.lock().await;
-    let mesh = Mesh::start(true).await.expect("mesh");
+    let mesh = Mesh::start(CPeers::Api).await.expect("mesh");
     let result = async {
         let file = mesh.lab.file("peers.json");
         let remaining = std::fs::read_to_string(&file)?;

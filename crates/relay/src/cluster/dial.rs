@@ -232,6 +232,7 @@ async fn link(mesh: Arc<Mesh>, dialer: Arc<Dialer>, peer: PeerEntry, policy: Red
             Err(err) => tracing::info!(peer = %peer.key, %err, "peer link failed"),
         }
         tokio::time::sleep(redial.after(started.elapsed(), rand::random())).await;
+        mesh.metrics.redialed();
     }
 }
 

@@ -3,6 +3,7 @@
 //! session pulls from the peer on demand.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use starling_model::{BroadcastProducer, Route, RouteHandle};
@@ -34,6 +35,15 @@ impl Live {
         self.broadcast.close();
         self.stop.cancel();
         self.route
+    }
+}
+
+impl<T: Transport> Announces<T> {
+    /// Take a live announcement out, uncounting its route.
+    fn take(&mut self, id: u64) -> Option<Live> {
+        let live = self.by_id.remove(&id)?;
+        self.shared.stats.routes.fetch_sub(1, Ordering::Relaxed);
+        Some(live)
     }
 }
 
@@ -223,6 +233,7 @@ impl<T: Transport> Announces<T> {
             }
         });
         self.by_suffix.insert(suffix, id);
+        self.shared.stats.routes.fetch_add(1, Ordering::Relaxed);
         self.by_id.insert(
             id,
             Live {
@@ -266,7 +277,7 @@ impl<T: Transport> Announces<T> {
                 }
                 let Some(chain) = self.chain(&hops) else {
                     // Now a reflection: withdraw it.
-                    if let Some(live) = self.by_id.remove(&id) {
+                    if let Some(live) = self.take(id) {
                         self.by_suffix.retain(|_, v| *v != id);
                         self.origin.unpublish_all([live.end()]);
                         self.dropped.insert(id);
@@ -290,7 +301,7 @@ impl<T: Transport> Announces<T> {
                 if self.dropped.remove(&id) {
                     return Ok(());
                 }
-                let Some(live) = self.by_id.remove(&id) else {
+                let Some(live) = self.take(id) else {
                     return Err(Error::ProtocolViolation("retired announce id"));
                 };
                 let suffix = live
@@ -327,7 +338,7 @@ impl<T: Transport> Announces<T> {
             }
             AnnounceStatus::Ended => {
                 if let Some(id) = self.by_suffix.remove(&msg.suffix) {
-                    if let Some(live) = self.by_id.remove(&id) {
+                    if let Some(live) = self.take(id) {
                         self.origin.withdraw_all(self.responder, [live.end()]);
                     }
                 }
@@ -339,6 +350,10 @@ impl<T: Transport> Announces<T> {
     /// The stream ended: every broadcast it announced is gone, removed in one batch.
     fn end_all(&mut self) {
         let handles: Vec<RouteHandle> = self.by_id.drain().map(|(_, live)| live.end()).collect();
+        self.shared
+            .stats
+            .routes
+            .fetch_sub(handles.len() as u64, Ordering::Relaxed);
         self.by_suffix.clear();
         self.origin.unpublish_all(handles);
     }
