@@ -12,7 +12,7 @@ use futures::task::noop_waker;
 use proptest::prelude::*;
 use starling_model::{
     fnv_key, BroadcastConsumer, BroadcastProducer, Interest, Limits, ModelError, Origin,
-    OriginLimits, Route,
+    OriginLimits, Route, RouteHandle,
 };
 use starling_proto::{Path, RouteCost};
 
@@ -870,19 +870,27 @@ fn announced_lists_the_prefix_and_what_is_below_it_only() {
     assert_eq!(all, sorted, "in path order");
 }
 
-/// Cluster statement 15: after X explicitly withdraws a path, other routes to it through X go
-/// stale until X announces it again; a route simply lost with X's session leaves none.
-#[test]
-fn an_explicit_withdrawal_makes_routes_through_the_peer_stale() {
+/// A path reached from peer X (hop 50) directly, and through C (hop 60) and X: the origin,
+/// the direct route's handle, and what must stay alive for the other.
+fn direct_and_through_x() -> (Origin, RouteHandle, Vec<BroadcastProducer>, RouteHandle) {
     let origin = Origin::new();
     let (from_x, via_c) = (broadcast(), broadcast());
     let path = p("room/alice");
     let direct = origin
         .publish(path.clone(), from_x.consume(), route(2, 2, &[7, 50]))
         .unwrap();
-    let _through = origin
-        .publish(path.clone(), via_c.consume(), route(5, 5, &[7, 50, 60]))
+    let through = origin
+        .publish(path, via_c.consume(), route(5, 5, &[7, 50, 60]))
         .unwrap();
+    (origin, direct, vec![from_x, via_c], through)
+}
+
+/// Cluster statement 15: after X explicitly withdraws a path, other routes to it through X go
+/// stale until X announces it again; a route simply lost with X's session leaves none.
+#[test]
+fn an_explicit_withdrawal_makes_routes_through_the_peer_stale() {
+    let (origin, direct, _broadcasts, _through) = direct_and_through_x();
+    let path = p("room/alice");
     origin.withdraw_all(50, [direct]);
     assert!(origin.route(&path, None).is_none(), "[7, 50, 60] is stale");
     assert_eq!(origin.routes(&path).len(), 1, "still held, only not used");
@@ -899,15 +907,8 @@ fn an_explicit_withdrawal_makes_routes_through_the_peer_stale() {
 
 #[test]
 fn a_lost_session_leaves_no_stale_routes() {
-    let origin = Origin::new();
-    let (from_x, via_c) = (broadcast(), broadcast());
-    let path = p("room/alice");
-    let direct = origin
-        .publish(path.clone(), from_x.consume(), route(2, 2, &[7, 50]))
-        .unwrap();
-    let _through = origin
-        .publish(path.clone(), via_c.consume(), route(5, 5, &[7, 50, 60]))
-        .unwrap();
+    let (origin, direct, _broadcasts, _through) = direct_and_through_x();
     origin.unpublish_all([direct]);
-    assert_eq!(origin.route(&path, None).unwrap().route.hops.len(), 3);
+    let best = origin.route(&p("room/alice"), None).unwrap();
+    assert_eq!(best.route.hops.len(), 3);
 }
