@@ -8,6 +8,7 @@
 mod budget;
 mod config;
 mod error;
+mod frames;
 mod publisher;
 mod reader;
 mod session;

@@ -7,10 +7,11 @@ mod subscribe;
 
 use std::sync::Arc;
 
-use starling_proto::{BidiType, Fetch, FrameHeader, Goaway, StreamCode, Track, TrackInfo};
+use starling_proto::{BidiType, Fetch, Goaway, StreamCode, Track, TrackInfo};
 use starling_transport::Transport;
 
 use crate::error::Error;
+use crate::frames::FrameWriter;
 use crate::reader::Reader;
 use crate::session::Shared;
 use crate::writer::Writer;
@@ -73,20 +74,14 @@ pub(crate) async fn fetch<T: Transport>(
     group.seek(msg.frame_start as usize);
     writer.set_priority(send_order(msg.priority, msg.group));
     let send = async {
-        let mut previous = 0u64;
+        let mut frames_out = FrameWriter::default();
         let mut index = msg.frame_start;
         while let Some(frame) = group.next_frame().await.map_err(Error::Stream)? {
             if msg.frame_end.is_some_and(|end| index > end) {
                 break;
             }
             index += 1;
-            let delta = frame.timestamp as i64 - previous as i64;
-            previous = frame.timestamp;
-            writer.queue_frame(&FrameHeader {
-                timestamp_delta: delta,
-                size: frame.payload.len() as u64,
-            })?;
-            writer.write_payload(frame.payload).await?;
+            frames_out.write(writer, frame).await?;
         }
         writer.flush().await?;
         Ok::<_, Error>(())

@@ -14,14 +14,14 @@ use std::sync::Arc;
 
 use starling_model::{GroupConsumer, StartAt, TrackConsumer};
 use starling_proto::{
-    FrameHeader, GroupHeader, StreamCode, Subscribe, SubscribeResponse, SubscribeUpdate, UniType,
-    Version,
+    GroupHeader, StreamCode, Subscribe, SubscribeResponse, SubscribeUpdate, UniType, Version,
 };
 use starling_transport::Transport;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
+use crate::frames::FrameWriter;
 use crate::reader::Reader;
 use crate::session::Shared;
 use crate::writer::Writer;
@@ -359,7 +359,7 @@ async fn write_group<T: Transport>(
         .queue_varint(UniType::Group.code())
         .and_then(|_| writer.queue(&header))
         .map_err(|_| StreamCode::Internal)?;
-    let mut previous = 0u64;
+    let mut frames_out = FrameWriter::default();
     let mut index = header.frame_start;
     let mut frames = Vec::new();
     loop {
@@ -378,22 +378,16 @@ async fn write_group<T: Transport>(
             if priority.has_changed().unwrap_or(false) {
                 writer.set_priority(send_order(*priority.borrow_and_update(), group.sequence()));
             }
-            let delta = frame.timestamp as i64 - previous as i64;
-            previous = frame.timestamp;
             let size = frame.payload.len();
-            writer
-                .queue_frame(&FrameHeader {
-                    timestamp_delta: delta,
-                    size: size as u64,
-                })
-                .map_err(|_| StreamCode::Internal)?;
             // A write blocked by a slow reader still notices the group leaving the cache.
             tokio::select! {
-                written = writer.write_payload(frame.payload) => written.map_err(|e| match e {
+                written = frames_out.write(writer, frame) => written.map_err(|e| match e {
+                    Error::Stream(code) => code,
                     Error::Transport(starling_transport::TransportError::Stopped(code)) => {
                         StreamCode::from_code(code)
                     }
-                    _ => StreamCode::Cancelled,
+                    Error::Transport(_) => StreamCode::Cancelled,
+                    _ => StreamCode::Internal,
                 })?,
                 code = group.aborted() => return Err(code),
             }

@@ -3,12 +3,13 @@
 
 use std::sync::Arc;
 
-use starling_model::{Frame, GroupConsumer, GroupProducer};
+use starling_model::{GroupConsumer, GroupProducer};
 use starling_proto::{BidiType, Fetch, Path, StreamCode};
 use starling_transport::Transport;
 
 use crate::budget::Rank;
 use crate::error::Error;
+use crate::frames::FrameReader;
 use crate::reader::Reader;
 use crate::session::{reset_code, Shared};
 use crate::writer::Writer;
@@ -47,14 +48,9 @@ async fn run<T: Transport>(
     writer.queue_varint(BidiType::Fetch.code())?;
     writer.message(&request).await?;
     // Our side stays open until the response completes (docs/wire.md §4.9).
-    let max_frame = shared.config.model_limits.max_frame_bytes as u64;
-    let mut timestamp = 0u64;
-    while let Some(header) = reader.frame_header(max_frame).await? {
-        timestamp = timestamp
-            .checked_add_signed(header.timestamp_delta)
-            .ok_or(Error::Stream(StreamCode::TimestampMismatch))?;
-        let payload = reader.payload(header.size as usize).await?;
-        group.write_frame(Frame { timestamp, payload })?;
+    let mut frames = FrameReader::new(shared.config.model_limits.max_frame_bytes as u64);
+    while let Some(frame) = frames.next(&mut reader).await? {
+        group.write_frame(frame)?;
     }
     // The response is complete; the peer may already have stopped our side.
     let _ = writer.finish();

@@ -17,6 +17,7 @@ use starling_transport::Transport;
 
 use crate::budget::Rank;
 use crate::error::Error;
+use crate::frames::FrameReader;
 use crate::reader::Reader;
 use crate::session::{reset_code, Shared};
 use crate::writer::Writer;
@@ -322,16 +323,11 @@ pub(crate) async fn group<T: Transport>(shared: &Arc<Shared<T>>, reader: &mut Re
         }
     };
     shared.stats.groups_received.fetch_add(1, Ordering::Relaxed);
-    let max_frame = shared.config.model_limits.max_frame_bytes as u64;
-    let mut timestamp: u64 = 0;
+    let mut frames = FrameReader::new(shared.config.model_limits.max_frame_bytes as u64);
     let result: Result<(), Error> = async {
-        while let Some(frame) = reader.frame_header(max_frame).await? {
-            timestamp = timestamp
-                .checked_add_signed(frame.timestamp_delta)
-                .ok_or(Error::Stream(StreamCode::TimestampMismatch))?;
-            let payload = reader.payload(frame.size as usize).await?;
-            let size = payload.len() as u64;
-            group.write_frame(Frame { timestamp, payload })?;
+        while let Some(frame) = frames.next(reader).await? {
+            let size = frame.payload.len() as u64;
+            group.write_frame(frame)?;
             shared.stats.frames_received.fetch_add(1, Ordering::Relaxed);
             shared
                 .stats
