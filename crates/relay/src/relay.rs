@@ -467,7 +467,14 @@ impl Inner {
             Ok(admitted) => admitted,
             Err(err) => {
                 tracing::info!(%remote, %err, "session refused");
-                accepting.reject(SessionCode::Unauthorized, "unauthorized");
+                // An outage is not the client's fault: moq-relay closes with the HTTP status
+                // it would answer (502) as an application code, so clients may retry.
+                let (code, reason) = if err.is_outage() {
+                    (SessionCode::App(502), "auth unavailable")
+                } else {
+                    (SessionCode::Unauthorized, "unauthorized")
+                };
+                accepting.reject(code, reason);
                 self.metrics.rejected(if err.is_outage() {
                     Rejection::AuthUnavailable
                 } else {

@@ -273,7 +273,15 @@ async fn an_unreachable_or_failing_server_refuses_and_http_answers_502() {
     let (server, url) = AuthServer::start(everything()).await;
     server.answer_with(503, json!("down"));
     let quic = relay(&url, Duration::from_secs(1)).await;
-    assert_refused(&quic, "/room?jwt=t", Some(Role::Subscriber), "outage").await;
+    // moq-relay closes with the HTTP status as an application code: 502 -> 64 + 502.
+    assert_closed_with(
+        &quic,
+        "/room?jwt=t",
+        Some(Role::Subscriber),
+        SessionCode::App(502),
+        "outage",
+    )
+    .await;
     let port = quic.port().unwrap();
     assert_eq!(http_status(port, "/announced/room?jwt=t").await, 502);
     // A refusal is 401; a grant that names nothing is a refusal too.

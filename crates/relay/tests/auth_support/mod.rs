@@ -121,6 +121,17 @@ pub fn peer_code(err: &Error) -> Option<u32> {
 
 /// Expect the relay to refuse: the handshake fails or the session is closed with UNAUTHORIZED.
 pub async fn assert_refused(url: &Url, target: &str, role: Option<Role>, what: &str) {
+    assert_closed_with(url, target, role, SessionCode::Unauthorized, what).await
+}
+
+/// Expect the relay to refuse (at SETUP or by closing right after) with `code`.
+pub async fn assert_closed_with(
+    url: &Url,
+    target: &str,
+    role: Option<Role>,
+    code: SessionCode,
+    what: &str,
+) {
     let err = match connect(
         url,
         target,
@@ -134,11 +145,7 @@ pub async fn assert_refused(url: &Url, target: &str, role: Option<Role>, what: &
             .await
             .unwrap_or_else(|_| panic!("{what}: admitted, expected a refusal")),
     };
-    assert_eq!(
-        peer_code(&err),
-        Some(SessionCode::Unauthorized.to_code()),
-        "{what}: {err:?}"
-    );
+    assert_eq!(peer_code(&err), Some(code.to_code()), "{what}: {err:?}");
 }
 
 /// Expect the relay to admit: the session stays open for a moment.
