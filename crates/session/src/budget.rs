@@ -108,6 +108,11 @@ impl Account {
         let inner = &self.budget.0;
         let mut state = inner.state.lock();
         loop {
+            // An evicted reader (its pending read can still win a race with the eviction)
+            // charges nothing: with no member entry, those bytes would never come back.
+            let Some(my_rank) = state.members.get(&self.id).map(|m| m.rank) else {
+                return false;
+            };
             if state.used + bytes <= inner.limit {
                 state.used += bytes;
                 if let Some(me) = state.members.get_mut(&self.id) {
@@ -115,9 +120,6 @@ impl Account {
                 }
                 return true;
             }
-            let Some(my_rank) = state.members.get(&self.id).map(|m| m.rank) else {
-                return false;
-            };
             let victim = state
                 .members
                 .iter()
@@ -208,6 +210,23 @@ mod tests {
         assert!(old.is_evicted() && !new.is_evicted());
         assert_eq!(budget.used(), 90);
         assert_eq!(budget.evictions(), 2);
+    }
+
+    /// Issue 10 item 1: an evicted reader whose read still charges must not take budget
+    /// that nothing would ever release.
+    #[test]
+    fn an_evicted_reader_charges_nothing() {
+        let budget = RecvBudget::new(100);
+        let low = budget.account(Rank::Unknown);
+        let control = budget.account(Rank::Control);
+        assert!(low.try_charge(60));
+        assert!(control.try_charge(60));
+        assert!(low.is_evicted());
+        assert!(!low.try_charge(10), "evicted: refused even with room");
+        assert_eq!(budget.used(), 60);
+        drop(low);
+        drop(control);
+        assert_eq!(budget.used(), 0, "every byte came back");
     }
 
     #[test]
