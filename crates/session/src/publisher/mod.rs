@@ -72,7 +72,12 @@ pub(crate) async fn fetch<T: Transport>(
         .group(msg.group)
         .ok_or(Error::Stream(StreamCode::NotFound))?;
     group.seek(msg.frame_start as usize);
-    writer.set_priority(send_order(msg.priority, msg.group));
+    // A fetched group ranks mid-span within its priority.
+    writer.set_priority(send_order(
+        msg.priority,
+        msg.group,
+        msg.group.saturating_sub(1 << 21),
+    ));
     let send = async {
         let mut frames_out = FrameWriter::default();
         let mut index = msg.frame_start;

@@ -101,9 +101,40 @@ impl Bounds {
     }
 }
 
-/// QUIC send order: subscriber priority first, then newer groups first.
-pub(crate) fn send_order(priority: u8, sequence: u64) -> i32 {
-    ((priority as i32) << 23) | (sequence & 0x7f_ffff) as i32
+/// The span of group ranks within one priority (23 bits).
+const SPAN: u64 = 0x7f_ffff;
+
+/// QUIC send order: subscriber priority first, then newer groups first, ranked by how far a
+/// group is past the subscription's `base` sequence. Relative, so it does not wrap whatever the
+/// publisher numbers its groups with (a clock in milliseconds, say): the subscription moves its
+/// base up as its groups approach the top of the span (see [`Urgency::started`]).
+pub(crate) fn send_order(priority: u8, sequence: u64, base: u64) -> i32 {
+    let rank = sequence.saturating_sub(base).min(SPAN);
+    ((priority as i32) << 23) | rank as i32
+}
+
+/// What orders a subscription's group streams: its priority, and the base its groups are
+/// ranked from.
+#[derive(Clone, Copy, Debug)]
+struct Urgency {
+    priority: u8,
+    base: Option<u64>,
+}
+
+impl Urgency {
+    fn order(&self, sequence: u64) -> i32 {
+        send_order(self.priority, sequence, self.base.unwrap_or(0))
+    }
+
+    /// A base for a group about to start, when the current one no longer ranks it well:
+    /// a quarter span below it, so late older groups still rank below it, and a quarter span
+    /// of headroom is left before the next move.
+    fn rebased(&self, sequence: u64) -> Option<u64> {
+        match self.base {
+            Some(base) if sequence.saturating_sub(base) <= SPAN / 2 => None,
+            _ => Some(sequence.saturating_sub(SPAN / 4)),
+        }
+    }
 }
 
 pub(crate) async fn subscribe<T: Transport>(
@@ -198,8 +229,12 @@ async fn serve<T: Transport>(
     mut track: TrackConsumer,
 ) -> Result<(), Error> {
     let limits = &shared.config.limits;
-    // In-flight group streams follow the subscription's priority as updates change it.
-    let (priority_tx, priority) = tokio::sync::watch::channel(msg.priority);
+    // In-flight group streams follow the subscription's priority as updates change it, and
+    // rank below each newer group as it starts.
+    let (priority_tx, priority) = tokio::sync::watch::channel(Urgency {
+        priority: msg.priority,
+        base: None,
+    });
     let mut bounds = Bounds::of(&msg);
     let mut started = false;
     let mut inflight: VecDeque<InFlight> = VecDeque::new();
@@ -213,6 +248,12 @@ async fn serve<T: Transport>(
             }
         }
         let (group, last_frame) = bounds.apply(group);
+        // Rare (every few million groups): streams in flight take the new base at their next
+        // frame.
+        let rebased = priority_tx.borrow().rebased(group.sequence());
+        if let Some(base) = rebased {
+            priority_tx.send_modify(|u| u.base = Some(base));
+        }
         let abort = Abort::default();
         let task_shared = shared.clone();
         let task_abort = abort.clone();
@@ -235,7 +276,7 @@ async fn serve<T: Transport>(
             update = reader.message::<SubscribeUpdate>(limits.max_control_message) => {
                 match update {
                     Ok(Some(update)) => {
-                        priority_tx.send_replace(update.priority);
+                        priority_tx.send_modify(|u| u.priority = update.priority);
                         bounds.update(&update);
                         let (ready, still): (Vec<_>, Vec<_>) =
                             held.drain(..).partition(|g| bounds.within(g.sequence()));
@@ -308,7 +349,7 @@ async fn send_group<T: Transport>(
     subscribe_id: u64,
     mut group: GroupConsumer,
     last_frame: Option<u64>,
-    mut priority: tokio::sync::watch::Receiver<u8>,
+    mut priority: tokio::sync::watch::Receiver<Urgency>,
     abort: Abort,
 ) {
     let stream = tokio::select! {
@@ -320,7 +361,7 @@ async fn send_group<T: Transport>(
         },
     };
     let mut writer = Writer::new(stream, shared.version);
-    writer.set_priority(send_order(*priority.borrow_and_update(), group.sequence()));
+    writer.set_priority(priority.borrow_and_update().order(group.sequence()));
     let result = tokio::select! {
         code = abort.aborted() => Err(code),
         // The session ended: nothing more can be written on it.
@@ -348,7 +389,7 @@ async fn write_group<T: Transport>(
     subscribe_id: u64,
     group: &mut GroupConsumer,
     last_frame: Option<u64>,
-    priority: &mut tokio::sync::watch::Receiver<u8>,
+    priority: &mut tokio::sync::watch::Receiver<Urgency>,
 ) -> Result<(), StreamCode> {
     let header = GroupHeader {
         subscribe_id,
@@ -376,7 +417,7 @@ async fn write_group<T: Transport>(
         for frame in frames.drain(..) {
             // A SUBSCRIBE_UPDATE re-prioritizes in-flight streams at the next frame.
             if priority.has_changed().unwrap_or(false) {
-                writer.set_priority(send_order(*priority.borrow_and_update(), group.sequence()));
+                writer.set_priority(priority.borrow_and_update().order(group.sequence()));
             }
             let size = frame.payload.len();
             // A write blocked by a slow reader still notices the group leaving the cache.
@@ -406,16 +447,42 @@ async fn write_group<T: Transport>(
 
 #[cfg(test)]
 mod tests {
-    use super::send_order;
+    use super::{send_order, Urgency};
 
     #[test]
     fn send_order_ranks_priority_then_newest_group() {
         // A more urgent subscription always goes first, whatever the groups.
-        assert!(send_order(2, 0) > send_order(1, 1_000));
+        assert!(send_order(2, 0, 0) > send_order(1, 1_000, 0));
         // Within a subscription, newer groups go first.
-        assert!(send_order(5, 11) > send_order(5, 10));
+        assert!(send_order(5, 11, 0) > send_order(5, 10, 0));
         // The extremes stay in range and ordered.
-        assert!(send_order(255, 0x7f_ffff) > send_order(254, 0x7f_ffff));
-        assert!(send_order(0, 0) >= 0);
+        assert!(send_order(255, 0, u64::MAX) > send_order(254, u64::MAX, 0));
+        assert!(send_order(0, 0, u64::MAX) >= 0);
+        assert!(send_order(255, u64::MAX, 0) > 0);
+    }
+
+    /// Issue 10 item 8: groups numbered by a clock cross 2^23; the newer one still goes
+    /// first (23 bits of the sequence used to wrap there).
+    #[test]
+    fn send_order_does_not_wrap_for_large_sequences() {
+        let mut urgency = Urgency {
+            priority: 5,
+            base: None,
+        };
+        for first in [(1u64 << 23) - 1, 1_796_000_000_000] {
+            urgency.base = urgency.rebased(first).or(urgency.base);
+            let mut previous = urgency.order(first);
+            // Groups numbered in milliseconds, 33 apart, across many spans.
+            for n in 1..2_000_000u64 {
+                let sequence = first + n * 33;
+                if let Some(base) = urgency.rebased(sequence) {
+                    urgency.base = Some(base);
+                    previous = urgency.order(sequence - 33);
+                }
+                let order = urgency.order(sequence);
+                assert!(order > previous, "{sequence}: {order} after {previous}");
+                previous = order;
+            }
+        }
     }
 }
