@@ -125,3 +125,84 @@ async fn slow_subscriber_never_delays_a_fast_one() {
         "stalled group streams are reset with OLD ({streams} streams)"
     );
 }
+
+/// A subscriber that keeps up with nothing, on a track whose groups stay cached: past the
+/// in-flight bound, the oldest group stream is reset with TOO_FAR_BEHIND as each newer group
+/// starts, and counted (issue 10 item 7: nothing triggered this before).
+#[tokio::test]
+async fn past_the_in_flight_bound_the_oldest_stream_is_reset_too_far_behind() {
+    const IN_FLIGHT: usize = 3;
+    const SKIP_GROUPS: u64 = 8;
+    let version = Version::Lite06;
+    let relay = Relay::new();
+    let publisher = publisher(&relay, version, "room/alice", &[]).await;
+    // A long window: no group leaves the cache, so only the bound can end a stream.
+    let track = publisher.broadcast.create_track(
+        "video",
+        TrackInfo {
+            max_age_ms: 600_000,
+            ..TrackInfo::default()
+        },
+    );
+    let (client, relay_side) = raw_client(&relay, version, Role::Subscriber, |config| {
+        config.limits.max_inflight_groups = IN_FLIGHT;
+    })
+    .await;
+    let (mut send, mut recv) = client.open_bi().await.unwrap();
+    send.write(subscribe_bytes(version, 0, "room/alice", "video", 0))
+        .await
+        .unwrap();
+    let payload = Bytes::from(vec![7u8; FRAME_BYTES]);
+    for seq in 0..SKIP_GROUPS {
+        let mut group = track.create_group(seq).unwrap();
+        for i in 0..FRAMES_PER_GROUP {
+            group
+                .write_frame(Frame {
+                    timestamp: seq * 1000 + i as u64,
+                    payload: payload.clone(),
+                })
+                .unwrap();
+        }
+        group.finish();
+        if seq == 0 {
+            let start = tokio::time::timeout(TIMEOUT, recv.read(64)).await.unwrap();
+            assert!(start.unwrap().is_some(), "SUBSCRIBE_START");
+        }
+    }
+    let skipped = SKIP_GROUPS - IN_FLIGHT as u64;
+    tokio::time::timeout(TIMEOUT, async {
+        while relay_side
+            .stats()
+            .groups_skipped
+            .load(std::sync::atomic::Ordering::Relaxed)
+            < skipped
+        {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the oldest streams are skipped as newer groups start");
+    // The skipped streams arrive reset (a reset drops what the stream had buffered); the
+    // newest stay open for the reader.
+    let mut too_far_behind = 0u64;
+    while too_far_behind < skipped {
+        let mut stream = tokio::time::timeout(TIMEOUT, client.accept_uni())
+            .await
+            .expect("the relay's next stream")
+            .unwrap();
+        loop {
+            match tokio::time::timeout(TIMEOUT, stream.read(1 << 20)).await {
+                Ok(Ok(Some(_))) => {}
+                // The relay's SETUP stream, or a group that completed before it was skipped.
+                Ok(Ok(None)) => break,
+                Ok(Err(starling_transport::TransportError::Reset(code))) => {
+                    assert_eq!(code, starling_proto::StreamCode::TooFarBehind.to_code());
+                    too_far_behind += 1;
+                    break;
+                }
+                other => panic!("a skipped stream ends reset, got {other:?}"),
+            }
+        }
+    }
+    assert_eq!(too_far_behind, skipped);
+}
