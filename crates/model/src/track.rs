@@ -7,7 +7,7 @@
 //! leaves is expired: readers still inside it stop with `Old` (age) or `Evicted` (budget), and a
 //! reader whose cursor fell behind the cache skips ahead to what is left.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::future::poll_fn;
 use std::ops::Range;
 use std::sync::Arc;
@@ -67,10 +67,12 @@ struct Cached {
 #[derive(Debug)]
 struct TrackState {
     info: Option<TrackInfo>,
-    /// Groups in arrival order; `None` once expired.
-    groups: VecDeque<Option<Cached>>,
-    /// Arrival index of `groups[0]`.
-    base: u64,
+    /// Cached groups by arrival index: only live ones, so sequence gaps or a latest group
+    /// that never leaves cannot grow it (it holds at most the cache's group bound, plus the
+    /// latest).
+    groups: BTreeMap<u64, Cached>,
+    /// Arrival index of the next group.
+    next_arrival: u64,
     /// Sequence to arrival index, for live groups only.
     by_sequence: HashMap<u64, u64>,
     /// Highest sequence seen and its arrival index.
@@ -119,8 +121,7 @@ impl TrackShared {
     /// cache policy.
     pub(crate) fn on_frame(&self, arrival: u64, size: usize, timestamp: u64) {
         let mut state = self.state.lock();
-        let index = arrival.wrapping_sub(state.base) as usize;
-        if let Some(Some(cached)) = state.groups.get_mut(index) {
+        if let Some(cached) = state.groups.get_mut(&arrival) {
             cached.start.get_or_insert(timestamp);
             cached.bytes += size;
         }
@@ -133,19 +134,14 @@ impl TrackShared {
 
     fn enforce_cache(&self, state: &mut TrackState) {
         loop {
-            while matches!(state.groups.front(), Some(None)) {
-                state.groups.pop_front();
-                state.base += 1;
-            }
-            // The oldest-arrived live group other than the latest, which always stays (groups
+            // The oldest-arrived group other than the latest, which always stays (groups
             // that arrive late, below the latest, are candidates like any other).
             let latest = state.latest.map(|(_, arrival)| arrival);
-            let base = state.base;
             let Some(index) = state
                 .groups
-                .iter()
-                .enumerate()
-                .position(|(i, g)| g.is_some() && Some(base + i as u64) != latest)
+                .keys()
+                .find(|arrival| Some(**arrival) != latest)
+                .copied()
             else {
                 return;
             };
@@ -154,11 +150,9 @@ impl TrackShared {
             let aged = {
                 let successor_start = state
                     .groups
-                    .iter()
-                    .skip(index + 1)
-                    .flatten()
+                    .range(index + 1..)
                     .next()
-                    .and_then(|g| g.start);
+                    .and_then(|(_, g)| g.start);
                 match (&state.info, successor_start) {
                     (Some(info), Some(start)) => {
                         state.newest_timestamp.saturating_sub(start) > max_age_ticks(info)
@@ -174,7 +168,7 @@ impl TrackShared {
             } else {
                 StreamCode::Evicted
             };
-            let candidate = state.groups[index].take().expect("a live group");
+            let candidate = state.groups.remove(&index).expect("a live group");
             let sequence = candidate.group.sequence();
             state.bytes = state.bytes.saturating_sub(candidate.bytes);
             state.by_sequence.remove(&sequence);
@@ -234,7 +228,7 @@ impl TrackShared {
     }
 
     fn abort_orphans(state: &TrackState, code: StreamCode, which: impl Fn(u64) -> bool) {
-        for cached in state.groups.iter().flatten() {
+        for cached in state.groups.values() {
             if which(cached.group.sequence()) && cached.group.is_orphaned() {
                 cached.group.abort(code);
             }
@@ -275,8 +269,8 @@ impl TrackProducer {
                 counters,
                 state: Mutex::new(TrackState {
                     info,
-                    groups: VecDeque::new(),
-                    base: 0,
+                    groups: BTreeMap::new(),
+                    next_arrival: 0,
                     by_sequence: HashMap::new(),
                     latest: None,
                     newest_timestamp: 0,
@@ -322,8 +316,7 @@ impl TrackProducer {
         let state = self.shared.state.lock();
         let orphan = state
             .groups
-            .iter()
-            .flatten()
+            .values()
             .filter(|cached| cached.group.is_orphaned())
             .map(|cached| cached.group.sequence())
             .min();
@@ -359,8 +352,7 @@ impl TrackProducer {
                 // A new source continuing a group the lost one left unfinished.
                 let orphan = state
                     .groups
-                    .get(arrival.wrapping_sub(state.base) as usize)
-                    .and_then(|cached| cached.as_ref())
+                    .get(&arrival)
                     .and_then(|cached| Some((cached.group.clone(), cached.group.adopt()?)));
                 return match orphan {
                     Some((group, held)) => Ok(GroupProducer::new(
@@ -379,12 +371,16 @@ impl TrackProducer {
                 // Older than a group that already left the cache: never delivered again.
                 return Err(ModelError::Expired(sequence));
             }
-            arrival = state.base + state.groups.len() as u64;
-            state.groups.push_back(Some(Cached {
-                group: group.clone(),
-                start: None,
-                bytes: 0,
-            }));
+            arrival = state.next_arrival;
+            state.next_arrival += 1;
+            state.groups.insert(
+                arrival,
+                Cached {
+                    group: group.clone(),
+                    start: None,
+                    bytes: 0,
+                },
+            );
             state.by_sequence.insert(sequence, arrival);
             state.live_groups += 1;
             state.received.groups += 1;
@@ -701,7 +697,7 @@ impl TrackConsumer {
     }
 
     fn position(start: StartAt, state: &TrackState) -> u64 {
-        let tail = state.base + state.groups.len() as u64;
+        let tail = state.next_arrival;
         let Some((latest_seq, latest_arrival)) = state.latest else {
             return tail;
         };
@@ -716,13 +712,12 @@ impl TrackConsumer {
         let reach = state
             .newest_timestamp
             .saturating_sub(StartAt::ticks(start.max_age_ms, info.timescale));
-        for (i, cached) in state.groups.iter().enumerate() {
-            let Some(cached) = cached else { continue };
+        for (arrival, cached) in &state.groups {
             if cached.group.sequence() < floor {
                 continue;
             }
             if cached.start.is_none_or(|ts| ts >= reach) {
-                return state.base + i as u64;
+                return *arrival;
             }
         }
         latest_arrival
@@ -742,26 +737,22 @@ impl TrackConsumer {
                 cursor
             }
         };
-        // A reader behind the cache skips to what is left.
-        cursor = cursor.max(state.base);
-        let tail = state.base + state.groups.len() as u64;
-        while cursor < tail {
-            let entry = state.groups[(cursor - state.base) as usize]
-                .as_ref()
-                .map(|cached| cached.group.clone());
-            cursor += 1;
-            if let Some(group) = entry {
-                if group.sequence() >= self.floor {
-                    if !self.delivered_any {
-                        // Stragglers below the first delivered group are never sent.
-                        self.floor = group.sequence();
-                        self.delivered_any = true;
-                    }
-                    self.cursor = Some(cursor);
-                    return Poll::Ready(Ok(Some(GroupConsumer::new(group, 0))));
-                }
+        // What left the cache is skipped: the next cached group at or after the cursor.
+        let next = state
+            .groups
+            .range(cursor..)
+            .find(|(_, cached)| cached.group.sequence() >= self.floor)
+            .map(|(arrival, cached)| (*arrival, cached.group.clone()));
+        if let Some((arrival, group)) = next {
+            if !self.delivered_any {
+                // Stragglers below the first delivered group are never sent.
+                self.floor = group.sequence();
+                self.delivered_any = true;
             }
+            self.cursor = Some(arrival + 1);
+            return Poll::Ready(Ok(Some(GroupConsumer::new(group, 0))));
         }
+        cursor = cursor.max(state.next_arrival);
         self.cursor = Some(cursor);
         match state.closed {
             Some(Ok(())) => Poll::Ready(Ok(None)),
@@ -781,12 +772,7 @@ impl TrackConsumer {
     pub fn group(&self, sequence: u64) -> Option<GroupConsumer> {
         let state = self.shared.state.lock();
         let arrival = *state.by_sequence.get(&sequence)?;
-        let group = state
-            .groups
-            .get((arrival - state.base) as usize)?
-            .as_ref()?
-            .group
-            .clone();
+        let group = state.groups.get(&arrival)?.group.clone();
         Some(GroupConsumer::new(group, 0))
     }
 
@@ -854,5 +840,42 @@ impl Drop for TrackConsumer {
         if self.counted {
             self.release();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::group::Frame;
+
+    /// Issue 10 item 3: a publisher that sends group 2^40 and then 0, 1, 2 … keeps its
+    /// latest group at the head of the arrival order forever. The index must still hold only
+    /// live groups (it used to keep a hole per group that ever left, each scanned per frame).
+    #[test]
+    fn sequence_gaps_do_not_grow_the_group_index() {
+        let limits = Limits {
+            max_cached_groups: 8,
+            ..Limits::default()
+        };
+        let track = TrackProducer::new("t", Some(TrackInfo::default()), limits);
+        let frame = |timestamp| Frame {
+            timestamp,
+            payload: bytes::Bytes::from_static(b"x"),
+        };
+        let mut far = track.create_group(1 << 40).unwrap();
+        far.write_frame(frame(0)).unwrap();
+        for sequence in 0..10_000u64 {
+            let mut group = track.create_group(sequence).unwrap();
+            group.write_frame(frame(sequence)).unwrap();
+            group.finish();
+        }
+        let state = track.shared.state.lock();
+        assert!(
+            state.groups.len() <= 9,
+            "{} index entries",
+            state.groups.len()
+        );
+        assert_eq!(state.live_groups, state.groups.len());
+        assert_eq!(state.latest.map(|(s, _)| s), Some(1 << 40));
     }
 }
