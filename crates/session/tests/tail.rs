@@ -66,6 +66,8 @@ async fn read_type(recv: &mut MemRecv, buf: &mut BytesMut) -> u64 {
 /// A SUBSCRIBE the relay sent the hand-driven publisher, with its stream.
 struct Upstream {
     id: u64,
+    track: String,
+    priority: u8,
     send: MemSend,
     _recv: MemRecv,
 }
@@ -76,9 +78,19 @@ async fn raw_publisher(
     relay: &Relay,
     version: Version,
 ) -> (MemTransport, mpsc::Receiver<Upstream>) {
+    raw_publisher_with(relay, version, |_| {}).await
+}
+
+/// [`raw_publisher`], adjusting the relay side's session config first.
+async fn raw_publisher_with(
+    relay: &Relay,
+    version: Version,
+    configure: impl FnOnce(&mut starling_session::SessionConfig) + Send + 'static,
+) -> (MemTransport, mpsc::Receiver<Upstream>) {
     let origin = relay.origin.clone();
     let (transport, relay_side) = raw_client(relay, version, Role::Publisher, move |config| {
         config.consume = Some(origin);
+        configure(config);
     })
     .await;
     let (tx, rx) = mpsc::channel(4);
@@ -136,6 +148,8 @@ async fn raw_publisher(
                         .expect("a subscribe");
                     let upstream = Upstream {
                         id: subscribe.id,
+                        track: subscribe.track.clone(),
+                        priority: subscribe.priority,
                         send,
                         _recv: recv,
                     };
@@ -280,5 +294,103 @@ async fn an_owed_group_that_never_arrives_ends_the_track_after_the_grace() {
     assert!(
         waited >= Duration::from_secs(1),
         "the relay waited {waited:?} for the owed group, less than the 1 s grace"
+    );
+}
+
+/// Issue 10 item 5: a group stream ranks in the receive budget by its subscription's real
+/// priority (what the relay's readers asked for), not at priority 0. With the budget full of
+/// two incomplete groups, the group of the less urgent track is the one evicted, even though
+/// it is the newer group.
+#[tokio::test(start_paused = true)]
+async fn an_incomplete_group_of_a_less_urgent_track_is_evicted_first() {
+    use starling_model::StartAt;
+    let version = Version::Lite06;
+    let relay = Relay::new();
+    let (peer, mut upstreams) = raw_publisher_with(&relay, version, |config| {
+        config.limits.recv_budget = 64 * 1024;
+    })
+    .await;
+    // Two readers at the relay itself: "low" at priority 1, "high" at priority 9.
+    let interest = relay.origin.interest(path("")).unwrap();
+    let mut changed = Vec::new();
+    let broadcast = loop {
+        if let Some(broadcast) = relay.origin.consume(&path(BROADCAST), None) {
+            break broadcast;
+        }
+        interest.changed(&mut changed).await;
+    };
+    let reader = |name: &str, priority: u8| {
+        broadcast
+            .subscribe_track(
+                name,
+                StartAt {
+                    priority,
+                    ..Default::default()
+                },
+            )
+            .unwrap()
+    };
+    let (_low, _high) = (reader("low", 1), reader("high", 9));
+    let mut ids = std::collections::HashMap::new();
+    while ids.len() < 2 {
+        let upstream = tokio::time::timeout(TIMEOUT, upstreams.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        ids.insert(
+            upstream.track.clone(),
+            (upstream.id, upstream.priority, upstream),
+        );
+    }
+    assert_eq!(
+        (ids["low"].1, ids["high"].1),
+        (1, 9),
+        "the readers' priorities go upstream"
+    );
+
+    // A group stream stuck inside a 60 000-byte frame, 40 KiB in. The header goes first, so
+    // the relay knows the stream's subscription (and rank) before the payload is charged.
+    let head = |id: u64, sequence: u64| {
+        let mut out = BytesMut::new();
+        out.put_u8(0x00);
+        let header = GroupHeader {
+            subscribe_id: id,
+            sequence,
+            frame_start: 0,
+        };
+        encode_message(&header, version, &mut out).unwrap();
+        starling_proto::encode_frame_header(
+            &FrameHeader {
+                timestamp_delta: 0,
+                size: 60_000,
+            },
+            version,
+            &mut out,
+        )
+        .unwrap();
+        out.freeze()
+    };
+    let payload = Bytes::from(vec![0u8; 40 * 1024]);
+    let mut low = peer.open_uni().await.unwrap();
+    low.write(head(ids["low"].0, 5)).await.unwrap();
+    let mut high = peer.open_uni().await.unwrap();
+    high.write(head(ids["high"].0, 1)).await.unwrap();
+    settle().await;
+    low.write(payload.clone()).await.unwrap();
+    settle().await;
+    high.write(payload).await.unwrap();
+    settle().await;
+    let evicted = starling_proto::StreamCode::Evicted.to_code();
+    assert_eq!(
+        tokio::time::timeout(TIMEOUT, low.stopped()).await.ok(),
+        Some(Ok(Some(evicted))),
+        "the less urgent group goes"
+    );
+    // With every task idle (the clock is paused), the urgent group is still held.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(1), high.stopped())
+            .await
+            .is_err(),
+        "the urgent one stays"
     );
 }

@@ -303,9 +303,10 @@ pub(crate) async fn group<T: Transport>(shared: &Arc<Shared<T>>, reader: &mut Re
         reader.stop(StreamCode::Cancelled.to_code());
         return;
     };
-    // We subscribe upstream at priority 0; within it, older groups are evicted first.
+    // Ranked by the priority our readers asked of this subscription; within it, older groups
+    // are evicted first.
     reader.set_rank(Rank::Data {
-        priority: 0,
+        priority: track.demand().map_or(0, |demand| demand.priority),
         sequence: header.sequence,
     });
     let created = track.create_group(header.sequence);
