@@ -13,6 +13,21 @@ const GROUPS: u64 = 12;
 const FRAMES_PER_GROUP: usize = 48;
 const FRAME_BYTES: usize = 32 * 1024; // 1.5 MiB groups: more than a stream's window
 
+/// Write group `seq`: FRAMES_PER_GROUP frames of FRAME_BYTES, more than a stream's window.
+fn write_big_group(track: &starling_model::TrackProducer, seq: u64) {
+    let payload = Bytes::from(vec![7u8; FRAME_BYTES]);
+    let mut group = track.create_group(seq).unwrap();
+    for i in 0..FRAMES_PER_GROUP {
+        group
+            .write_frame(Frame {
+                timestamp: seq * 1000 + i as u64,
+                payload: payload.clone(),
+            })
+            .unwrap();
+    }
+    group.finish();
+}
+
 #[tokio::test]
 async fn slow_subscriber_never_delays_a_fast_one() {
     let version = Version::Lite06;
@@ -36,19 +51,9 @@ async fn slow_subscriber_never_delays_a_fast_one() {
         .await
         .unwrap();
 
-    let payload = Bytes::from(vec![7u8; FRAME_BYTES]);
     for seq in 0..GROUPS {
         // The publisher writes every group without waiting on anyone.
-        let mut group = track.create_group(seq).unwrap();
-        for i in 0..FRAMES_PER_GROUP {
-            group
-                .write_frame(Frame {
-                    timestamp: seq * 1000 + i as u64,
-                    payload: payload.clone(),
-                })
-                .unwrap();
-        }
-        group.finish();
+        write_big_group(&track, seq);
         if seq == 0 {
             // The slow peer's subscription is live (SUBSCRIBE_START arrived) before we go on.
             let start = tokio::time::timeout(TIMEOUT, recv.read(64)).await.unwrap();
@@ -152,18 +157,8 @@ async fn past_the_in_flight_bound_the_oldest_stream_is_reset_too_far_behind() {
     send.write(subscribe_bytes(version, 0, "room/alice", "video", 0))
         .await
         .unwrap();
-    let payload = Bytes::from(vec![7u8; FRAME_BYTES]);
     for seq in 0..SKIP_GROUPS {
-        let mut group = track.create_group(seq).unwrap();
-        for i in 0..FRAMES_PER_GROUP {
-            group
-                .write_frame(Frame {
-                    timestamp: seq * 1000 + i as u64,
-                    payload: payload.clone(),
-                })
-                .unwrap();
-        }
-        group.finish();
+        write_big_group(&track, seq);
         if seq == 0 {
             let start = tokio::time::timeout(TIMEOUT, recv.read(64)).await.unwrap();
             assert!(start.unwrap().is_some(), "SUBSCRIBE_START");

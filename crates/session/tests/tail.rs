@@ -175,8 +175,8 @@ async fn respond(upstream: &mut Upstream, response: SubscribeResponse, version: 
     upstream.send.write(out.freeze()).await.unwrap();
 }
 
-/// Open one group stream of one frame (`g<sequence>` at `sequence * 100` ms) and FIN it.
-async fn send_group(peer: &MemTransport, id: u64, sequence: u64, version: Version) {
+/// A group stream's opening: the stream type, the group header and one frame header.
+fn group_head(id: u64, sequence: u64, frame: FrameHeader, version: Version) -> BytesMut {
     let mut out = BytesMut::new();
     out.put_u8(0x00);
     let header = GroupHeader {
@@ -185,16 +185,18 @@ async fn send_group(peer: &MemTransport, id: u64, sequence: u64, version: Versio
         frame_start: 0,
     };
     encode_message(&header, version, &mut out).unwrap();
+    starling_proto::encode_frame_header(&frame, version, &mut out).unwrap();
+    out
+}
+
+/// Open one group stream of one frame (`g<sequence>` at `sequence * 100` ms) and FIN it.
+async fn send_group(peer: &MemTransport, id: u64, sequence: u64, version: Version) {
     let payload = format!("g{sequence}");
-    starling_proto::encode_frame_header(
-        &FrameHeader {
-            timestamp_delta: (sequence * 100) as i64,
-            size: payload.len() as u64,
-        },
-        version,
-        &mut out,
-    )
-    .unwrap();
+    let frame = FrameHeader {
+        timestamp_delta: (sequence * 100) as i64,
+        size: payload.len() as u64,
+    };
+    let mut out = group_head(id, sequence, frame, version);
     out.extend_from_slice(payload.as_bytes());
     let mut stream = peer.open_uni().await.unwrap();
     stream.write(Bytes::from(out)).await.unwrap();
@@ -351,24 +353,11 @@ async fn an_incomplete_group_of_a_less_urgent_track_is_evicted_first() {
     // A group stream stuck inside a 60 000-byte frame, 40 KiB in. The header goes first, so
     // the relay knows the stream's subscription (and rank) before the payload is charged.
     let head = |id: u64, sequence: u64| {
-        let mut out = BytesMut::new();
-        out.put_u8(0x00);
-        let header = GroupHeader {
-            subscribe_id: id,
-            sequence,
-            frame_start: 0,
+        let frame = FrameHeader {
+            timestamp_delta: 0,
+            size: 60_000,
         };
-        encode_message(&header, version, &mut out).unwrap();
-        starling_proto::encode_frame_header(
-            &FrameHeader {
-                timestamp_delta: 0,
-                size: 60_000,
-            },
-            version,
-            &mut out,
-        )
-        .unwrap();
-        out.freeze()
+        group_head(id, sequence, frame, version).freeze()
     };
     let payload = Bytes::from(vec![0u8; 40 * 1024]);
     let mut low = peer.open_uni().await.unwrap();
