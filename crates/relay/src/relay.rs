@@ -64,6 +64,28 @@ struct Inner {
     /// can list them.
     sessions: SessionRegistry,
     metrics: RelayMetrics,
+    /// Set once shutdown began: a session registered after the drain listed the sessions
+    /// sends its own GOAWAY (one of the two always sees the other).
+    draining: std::sync::atomic::AtomicBool,
+    /// Connections between accept and registration; the drain waits for them (within its
+    /// deadline) so a session admitted just before shutdown is drained like the others.
+    admitting: tokio::sync::watch::Sender<usize>,
+}
+
+/// Counts one connection as being admitted until dropped.
+struct Admitting<'a>(&'a tokio::sync::watch::Sender<usize>);
+
+impl<'a> Admitting<'a> {
+    fn enter(counter: &'a tokio::sync::watch::Sender<usize>) -> Self {
+        counter.send_modify(|n| *n += 1);
+        Admitting(counter)
+    }
+}
+
+impl Drop for Admitting<'_> {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n -= 1);
+    }
 }
 
 impl Relay {
@@ -140,6 +162,8 @@ impl Relay {
                 authority,
                 sessions,
                 metrics,
+                draining: std::sync::atomic::AtomicBool::new(false),
+                admitting: tokio::sync::watch::Sender::new(0),
             }),
             internal,
         })
@@ -285,6 +309,13 @@ impl Relay {
     }
 
     async fn drain(&self) {
+        self.inner
+            .draining
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let deadline = tokio::time::Instant::now() + self.inner.config.drain_timeout;
+        // Connections still being admitted are drained with the rest.
+        let mut admitting = self.inner.admitting.subscribe();
+        let _ = tokio::time::timeout_at(deadline, admitting.wait_for(|n| *n == 0)).await;
         let sessions: Vec<_> = self
             .inner
             .sessions
@@ -293,18 +324,15 @@ impl Relay {
             .map(|entry| entry.session)
             .collect();
         tracing::info!(sessions = sessions.len(), "draining");
-        for session in &sessions {
-            session.goaway().await;
-        }
-        let all_closed = async {
+        // Every GOAWAY at once, and all of it inside the deadline: a peer that grants no
+        // stream (so its GOAWAY never opens) holds neither the others nor the shutdown.
+        let drained = async {
+            futures::future::join_all(sessions.iter().map(|session| session.goaway())).await;
             for session in &sessions {
                 session.closed().await;
             }
         };
-        if tokio::time::timeout(self.inner.config.drain_timeout, all_closed)
-            .await
-            .is_err()
-        {
+        if tokio::time::timeout_at(deadline, drained).await.is_err() {
             for session in &sessions {
                 session.close(SessionCode::GoawayTimeout, "drain timeout");
             }
@@ -419,6 +447,7 @@ impl From<QmuxAccepted> for Incoming<QmuxTransport> {
 
 impl Inner {
     async fn serve<T: Transport>(self: Arc<Self>, accepted: Incoming<T>) {
+        let admitting = Admitting::enter(&self.admitting);
         let remote = accepted.remote;
         let Some(version) = accepted.protocol.as_deref().and_then(Version::from_alpn) else {
             accepted.transport.close(
@@ -532,6 +561,11 @@ impl Inner {
         };
         self.metrics.accepted(binding, version);
         let _registered = self.sessions.register(info, Arc::new(session.clone()));
+        drop(admitting);
+        if self.draining.load(std::sync::atomic::Ordering::SeqCst) {
+            // Admitted while the relay shuts down, maybe after the drain listed its sessions.
+            let _ = session.goaway("").await;
+        }
         // The lease ends the session with UNAUTHORIZED when its grant expires, is revoked
         // or narrows.
         let err = tokio::select! {
