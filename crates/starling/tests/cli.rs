@@ -158,17 +158,19 @@ fn stdin_publisher_reaches_subscribers_over_every_binding() {
             .iter()
             .map(|l| l.strip_prefix("line ").unwrap().parse().unwrap())
             .collect();
-        // A subscriber stops after its first five arrivals, so a group overtaken at the very
-        // end may be outside them; below the newest, none may be missing.
+        // A subscriber stops after its first five arrivals, so groups overtaken at the very
+        // end (older streams yield to newer ones; on a loaded machine by more than one group)
+        // may be outside them. The oldest three must be consecutive, and all five close.
         numbers.sort_unstable();
         numbers.dedup();
         assert_eq!(numbers.len(), 5, "{lines:?}");
         let first = numbers[0];
         assert_eq!(
-            &numbers[..4],
-            &(first..first + 4).collect::<Vec<_>>()[..],
+            &numbers[..3],
+            &(first..first + 3).collect::<Vec<_>>()[..],
             "{lines:?}"
         );
+        assert!(numbers[4] - first <= 7, "{lines:?}");
     }
     drop(publisher);
     let _ = writer.join();
