@@ -200,8 +200,12 @@ async fn reply(
 ) {
     let mut buf = vec![0u8; MAX_DATAGRAM];
     loop {
-        let Ok(n) = back.recv(&mut buf).await else {
-            return;
+        let n = match back.recv(&mut buf).await {
+            Ok(n) => n,
+            // An ICMP "port unreachable" (the target was not listening yet) surfaces on the
+            // connected socket as a refusal; like a network, the path stays.
+            Err(err) if err.kind() == std::io::ErrorKind::ConnectionRefused => continue,
+            Err(_) => return,
         };
         if let Some(delay) = control.admit(false) {
             deliver(&control, &front, Some(client), buf[..n].to_vec(), delay).await;
@@ -252,6 +256,33 @@ mod tests {
         assert_eq!(
             round_trip(&client, b"back").await.as_deref(),
             Some(&b"back"[..])
+        );
+    }
+
+    /// A datagram that reached the target before it listened (refused) must not break the
+    /// path: the replies once it listens still come back (a relay dialed through the link
+    /// before its peer was up never connected before).
+    #[tokio::test]
+    async fn a_target_that_starts_late_is_reached() {
+        let port = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let target = port.local_addr().unwrap();
+        drop(port);
+        let link = UdpLink::start("127.0.0.1:0".parse().unwrap(), target, 1)
+            .await
+            .unwrap();
+        let client = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        client.connect(link.local_addr()).await.unwrap();
+        assert_eq!(round_trip(&client, b"early").await, None);
+        let socket = UdpSocket::bind(target).await.unwrap();
+        tokio::spawn(async move {
+            let mut buf = [0u8; 2048];
+            while let Ok((n, from)) = socket.recv_from(&mut buf).await {
+                let _ = socket.send_to(&buf[..n], from).await;
+            }
+        });
+        assert_eq!(
+            round_trip(&client, b"late").await.as_deref(),
+            Some(&b"late"[..])
         );
     }
 
