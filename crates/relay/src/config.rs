@@ -75,6 +75,8 @@ impl Default for RelayConfig {
 /// The HTTP API (`/announced`, `/fetch`) and the status page (`/`, `/events`, `/status.json`).
 #[derive(Clone, Debug)]
 pub struct HttpConfig {
+    /// `/events` streams open at once; one more is answered 503 with Retry-After.
+    pub max_event_clients: usize,
     /// The root every HTTP request is scoped to: request paths must lie under it (anonymous
     /// access for now; authentication will decide a root per request). Empty: everything.
     pub root: Path,
@@ -95,6 +97,7 @@ impl Default for HttpConfig {
             fetch_timeout: Duration::from_secs(30),
             status_interval: Duration::from_secs(1),
             status_max_items: 1000,
+            max_event_clients: 256,
         }
     }
 }

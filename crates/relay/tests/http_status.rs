@@ -182,3 +182,53 @@ async fn websocket_upgrades_reach_the_hook_before_any_route() {
         .text()
         .contains("<title>Starling relay</title>"));
 }
+
+/// Issue 10 item 10 (in part): `/events` streams are bounded; one past the bound is answered
+/// 503 with Retry-After, and a slot comes back when a stream closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn event_streams_past_the_bound_are_refused_with_retry_after() {
+    let (_url, addr, _origin) = start(RelayConfig {
+        http_api: HttpConfig {
+            status_interval: Duration::from_millis(100),
+            max_event_clients: 1,
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .await;
+    let mut first = EventStream::open(addr, "/events").await;
+    let (name, _) = first.next().await;
+    assert_eq!(name, "status");
+    let refused = get(addr, "/events").await;
+    assert_eq!(refused.status, 503);
+    assert_eq!(refused.header("retry-after"), Some("5"));
+    drop(first);
+    // The slot returns once the relay sees the stream gone.
+    within(async {
+        while events_status(addr).await != 200 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+}
+
+/// The status line's code of a fresh `GET /events` (the stream is then dropped).
+async fn events_status(addr: SocketAddr) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!("GET /events HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n") {
+        if stream.read(&mut byte).await.unwrap() == 0 {
+            break;
+        }
+        head.push(byte[0]);
+    }
+    let line = String::from_utf8_lossy(&head);
+    line.split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}

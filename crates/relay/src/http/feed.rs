@@ -5,14 +5,15 @@
 //! serializes the snapshot once, and publishes it on a watch channel: every client reads the
 //! same `Arc<str>`, and a client that reads slowly only ever has the newest one waiting (the
 //! watch holds one value and hyper polls the event stream only when the socket takes more),
-//! so a slow client never grows memory.
+//! so a slow client never grows memory. At most `max_event_clients` streams are open at once;
+//! one more is answered 503 with Retry-After.
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use axum::extract::State;
-use axum::http::{header, Uri};
+use axum::http::{header, StatusCode, Uri};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::Stream;
@@ -27,15 +28,21 @@ pub(crate) struct StatusFeed {
     sampler: Mutex<Sampler>,
     latest: watch::Sender<Arc<str>>,
     interval: Duration,
+    /// One permit per open `/events` stream.
+    clients: Arc<tokio::sync::Semaphore>,
 }
 
+/// How long a client refused for want of a slot is told to wait.
+const RETRY_AFTER_SECS: &str = "5";
+
 impl StatusFeed {
-    pub fn new(sampler: Sampler, interval: Duration) -> Arc<Self> {
+    pub fn new(sampler: Sampler, interval: Duration, max_clients: usize) -> Arc<Self> {
         let (latest, _) = watch::channel(Arc::from(""));
         Arc::new(StatusFeed {
             sampler: Mutex::new(sampler),
             latest,
             interval,
+            clients: Arc::new(tokio::sync::Semaphore::new(max_clients)),
         })
     }
 
@@ -70,13 +77,17 @@ impl StatusFeed {
     }
 
     /// A client's event stream: a fresh snapshot at once, then each published one.
-    fn events(&self) -> impl Stream<Item = Result<Event, Infallible>> + Send + 'static {
+    /// An event stream holding `slot` while it is open.
+    fn events(
+        &self,
+        slot: tokio::sync::OwnedSemaphorePermit,
+    ) -> impl Stream<Item = Result<Event, Infallible>> + Send + 'static {
         let mut receiver = self.latest.subscribe();
         receiver.mark_unchanged();
         let first = self.snapshot_json();
         futures::stream::unfold(
-            (Some(first), receiver),
-            |(first, mut receiver)| async move {
+            (Some(first), receiver, slot),
+            |(first, mut receiver, slot)| async move {
                 let json = match first {
                     Some(json) => json,
                     None => {
@@ -86,7 +97,7 @@ impl StatusFeed {
                     }
                 };
                 let event = Event::default().event("status").data(&*json);
-                Some((Ok(event), (None, receiver)))
+                Some((Ok(event), (None, receiver, slot)))
             },
         )
     }
@@ -107,9 +118,17 @@ pub(crate) async fn events(State(state): State<Arc<HttpState>>, uri: Uri) -> Res
     if let Err(err) = admit_operator(&state, uri.query()).await {
         return err.into_response();
     }
+    let Ok(slot) = state.feed.clients.clone().try_acquire_owned() else {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::RETRY_AFTER, RETRY_AFTER_SECS)],
+            "too many event streams\n",
+        )
+            .into_response();
+    };
     (
         [(header::CACHE_CONTROL, "no-store")],
-        Sse::new(state.feed.events()).keep_alive(KeepAlive::default()),
+        Sse::new(state.feed.events(slot)).keep_alive(KeepAlive::default()),
     )
         .into_response()
 }

@@ -94,7 +94,11 @@ impl HttpApi {
             self.config.status_interval,
             self.config.status_max_items,
         );
-        let feed = feed::StatusFeed::new(sampler, self.config.status_interval);
+        let feed = feed::StatusFeed::new(
+            sampler,
+            self.config.status_interval,
+            self.config.max_event_clients,
+        );
         feed.spawn_ticker();
         let state = Arc::new(HttpState {
             origin: self.origin,
