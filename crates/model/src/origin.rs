@@ -179,6 +179,21 @@ impl OriginState {
             })
     }
 
+    /// `sender` withdrew `path`: unless it still announces the path on another session, the
+    /// routes through it there go stale.
+    fn withdraw(&mut self, path: &Path, sender: u64) {
+        let Some(routes) = self.broadcasts.get(path) else {
+            return; // no route left to go stale
+        };
+        if routes.iter().any(|r| r.route.hops.last() == Some(&sender)) {
+            return;
+        }
+        let withdrawn = self.withdrawn.entry(path.clone()).or_default();
+        if !withdrawn.contains(&sender) && withdrawn.len() < MAX_WITHDRAWN {
+            withdrawn.push(sender);
+        }
+    }
+
     fn withdrawn(&self, path: &Path) -> &[u64] {
         self.withdrawn
             .get(path)
@@ -363,6 +378,24 @@ impl Origin {
 
     /// Remove many routes in one pass, touching each affected path once.
     pub fn unpublish_all(&self, handles: impl IntoIterator<Item = RouteHandle>) {
+        self.remove_all(handles, None);
+    }
+
+    /// Remove routes that their peer explicitly withdrew (ANNOUNCE_END from the peer with hop
+    /// `sender`). Where the peer no longer announces a path at all, every other route to it
+    /// through that peer goes stale until the peer announces it again (moq-relay's guard
+    /// against path hunting through a peer that said it has no route).
+    pub fn withdraw_all(&self, sender: u64, handles: impl IntoIterator<Item = RouteHandle>) {
+        self.remove_all(handles, Some(sender).filter(|hop| *hop != 0));
+    }
+
+    /// Remove routes in one pass, each affected path recomputed once; with `withdrawn_by`,
+    /// mark the paths that peer no longer announces.
+    fn remove_all(
+        &self,
+        handles: impl IntoIterator<Item = RouteHandle>,
+        withdrawn_by: Option<u64>,
+    ) {
         let mut state = self.state.lock();
         let mut touched = HashSet::new();
         for mut handle in handles {
@@ -373,37 +406,8 @@ impl Origin {
         }
         let mut orphaned = Vec::new();
         for path in touched {
-            state.mark_dirty(&path);
-            orphaned.extend(state.orphaned_fronts(&path));
-        }
-        drop(state);
-        close_fronts(orphaned);
-    }
-
-    /// Remove routes that their peer explicitly withdrew (ANNOUNCE_END from the peer with hop
-    /// `sender`). Where the peer no longer announces a path at all, every other route to it
-    /// through that peer goes stale until the peer announces it again (moq-relay's guard
-    /// against path hunting through a peer that said it has no route).
-    pub fn withdraw_all(&self, sender: u64, handles: impl IntoIterator<Item = RouteHandle>) {
-        let mut state = self.state.lock();
-        let mut touched = HashSet::new();
-        for mut handle in handles {
-            if let Some(path) = state.remove_route(handle.id) {
-                touched.insert(path);
-            }
-            handle.id = u64::MAX;
-        }
-        let mut orphaned = Vec::new();
-        for path in touched {
-            let still_announced = state
-                .broadcasts
-                .get(&path)
-                .is_some_and(|routes| routes.iter().any(|r| r.route.hops.last() == Some(&sender)));
-            if sender != 0 && !still_announced && state.broadcasts.contains_key(&path) {
-                let withdrawn = state.withdrawn.entry(path.clone()).or_default();
-                if !withdrawn.contains(&sender) && withdrawn.len() < MAX_WITHDRAWN {
-                    withdrawn.push(sender);
-                }
+            if let Some(sender) = withdrawn_by {
+                state.withdraw(&path, sender);
             }
             state.mark_dirty(&path);
             orphaned.extend(state.orphaned_fronts(&path));
@@ -484,15 +488,15 @@ impl Origin {
                 return None;
             }
         }
-        let fronts = state.fronts.get(path).cloned().unwrap_or_default();
-        for (k, weak) in &fronts {
+        let existing = state.fronts.get(path).into_iter().flatten();
+        for (_, weak) in existing.filter(|(k, _)| *k == key) {
             let Some(front) = BroadcastConsumer::upgrade(weak) else {
                 continue;
             };
-            if *k == key && front.is_front_of(&key) {
+            if front.is_front_of(&key) {
                 return Some(front);
             }
-            graveyard.push(front);
+            graveyard.push(front); // a closed front of the same content
         }
         let home = FrontHome::new(self.clone(), key.clone());
         let front = BroadcastConsumer::front(home, &source);
