@@ -12,18 +12,26 @@ mod common;
 
 use common::{bind_relay, session, STEP};
 
+type Running = tokio::task::JoinHandle<Result<(), starling_relay::RelayError>>;
+
+/// A relay with a 300 ms drain, serving until the returned sender fires.
+async fn draining_relay() -> (url::Url, tokio::sync::oneshot::Sender<()>, Running) {
+    let (relay, url) = bind_relay(RelayConfig {
+        drain_timeout: Duration::from_millis(300),
+        ..Default::default()
+    })
+    .await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(relay.run_until(async move {
+        let _ = stopped.await;
+    }));
+    (url, stop, running)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_sends_goaway_then_closes_stragglers() {
     for version in [Version::Lite06, Version::Lite05] {
-        let (relay, url) = bind_relay(RelayConfig {
-            drain_timeout: Duration::from_millis(300),
-            ..Default::default()
-        })
-        .await;
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let running = tokio::spawn(relay.run_until(async move {
-            let _ = stopped.await;
-        }));
+        let (url, stop, running) = draining_relay().await;
 
         let session = session(
             &url,
@@ -64,15 +72,7 @@ async fn a_peer_granting_no_stream_cannot_hold_the_drain() {
     use starling_net::{Client, ClientConfig, QuicConfig, TlsVerify};
     use starling_session::{ClientSetup, Session};
     let version = Version::Lite06;
-    let (relay, url) = bind_relay(RelayConfig {
-        drain_timeout: Duration::from_millis(300),
-        ..Default::default()
-    })
-    .await;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(relay.run_until(async move {
-        let _ = stopped.await;
-    }));
+    let (url, stop, running) = draining_relay().await;
     // The stuck peer first, so a drain that sends GOAWAY one session after another meets it
     // before the honest one.
     let stingy = Client::new(ClientConfig {

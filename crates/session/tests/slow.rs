@@ -13,6 +13,23 @@ const GROUPS: u64 = 12;
 const FRAMES_PER_GROUP: usize = 48;
 const FRAME_BYTES: usize = 32 * 1024; // 1.5 MiB groups: more than a stream's window
 
+/// A relay with a publisher of `room/alice` whose `video` track keeps `max_age_ms` of cache.
+async fn video_on_a_relay(
+    version: Version,
+    max_age_ms: u64,
+) -> (Relay, Publisher, starling_model::TrackProducer) {
+    let relay = Relay::new();
+    let publisher = publisher(&relay, version, "room/alice", &[]).await;
+    let track = publisher.broadcast.create_track(
+        "video",
+        TrackInfo {
+            max_age_ms,
+            ..TrackInfo::default()
+        },
+    );
+    (relay, publisher, track)
+}
+
 /// Write group `seq`: FRAMES_PER_GROUP frames of FRAME_BYTES, more than a stream's window.
 fn write_big_group(track: &starling_model::TrackProducer, seq: u64) {
     let payload = Bytes::from(vec![7u8; FRAME_BYTES]);
@@ -31,16 +48,8 @@ fn write_big_group(track: &starling_model::TrackProducer, seq: u64) {
 #[tokio::test]
 async fn slow_subscriber_never_delays_a_fast_one() {
     let version = Version::Lite06;
-    let relay = Relay::new();
-    let publisher = publisher(&relay, version, "room/alice", &[]).await;
     // A short cache window: each group expires as soon as the next one is a second newer.
-    let track = publisher.broadcast.create_track(
-        "video",
-        TrackInfo {
-            max_age_ms: 100,
-            ..TrackInfo::default()
-        },
-    );
+    let (relay, _publisher, track) = video_on_a_relay(version, 100).await;
     let fast = subscriber(&relay, version).await;
     let mut fast_track = fast.track("room/alice", "video").await;
 
@@ -139,16 +148,8 @@ async fn past_the_in_flight_bound_the_oldest_stream_is_reset_too_far_behind() {
     const IN_FLIGHT: usize = 3;
     const SKIP_GROUPS: u64 = 8;
     let version = Version::Lite06;
-    let relay = Relay::new();
-    let publisher = publisher(&relay, version, "room/alice", &[]).await;
     // A long window: no group leaves the cache, so only the bound can end a stream.
-    let track = publisher.broadcast.create_track(
-        "video",
-        TrackInfo {
-            max_age_ms: 600_000,
-            ..TrackInfo::default()
-        },
-    );
+    let (relay, _publisher, track) = video_on_a_relay(version, 600_000).await;
     let (client, relay_side) = raw_client(&relay, version, Role::Subscriber, |config| {
         config.limits.max_inflight_groups = IN_FLIGHT;
     })
