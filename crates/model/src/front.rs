@@ -64,8 +64,8 @@ pub(crate) struct FrontLink {
     /// Held while the track is pulled, so later readers find the same front and track.
     pub(crate) front: BroadcastConsumer,
     pub(crate) source: Option<BroadcastConsumer>,
-    /// Sources that served this track before the current one.
-    pub(crate) handovers: u64,
+    /// An earlier source served this track.
+    pub(crate) handed_over: bool,
 }
 
 impl TrackRequest {
@@ -84,7 +84,7 @@ impl TrackRequest {
             front: Some(FrontLink {
                 front,
                 source: None,
-                handovers: 0,
+                handed_over: false,
             }),
         }
     }
@@ -103,7 +103,7 @@ impl TrackRequest {
     /// Whether an earlier source served this track: the new source must start where it
     /// stopped ([`TrackProducer::resume_point`]) and serve the same track info.
     pub fn is_handover(&self) -> bool {
-        self.front.as_ref().is_some_and(|f| f.handovers > 0)
+        self.front.as_ref().is_some_and(|f| f.handed_over)
     }
 
     /// The track is complete.
@@ -144,7 +144,7 @@ impl TrackRequest {
             return;
         }
         let lost = front.source.take();
-        front.handovers += 1;
+        front.handed_over = true;
         let Some(home) = front.front.home() else {
             return;
         };

@@ -151,11 +151,6 @@ impl GroupProducer {
         self
     }
 
-    /// Frames this producer will still skip (a continued group's already-held frames).
-    pub fn skipping(&self) -> usize {
-        self.skip
-    }
-
     /// A group outside any track (a fetched group), bounded by `limits`.
     pub fn standalone(sequence: u64, limits: Limits) -> Self {
         GroupProducer::new(Group::new(sequence), limits, None)

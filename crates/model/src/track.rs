@@ -301,10 +301,6 @@ impl TrackProducer {
         self
     }
 
-    pub fn is_resumable(&self) -> bool {
-        self.shared.resumable
-    }
-
     pub fn name(&self) -> &str {
         &self.shared.name
     }
