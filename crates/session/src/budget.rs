@@ -7,7 +7,9 @@
 //! yet decoded rank lowest; the rest rank by subscription priority, then by group sequence, so
 //! the group that would be delivered last (the oldest, as newest groups go first) goes first.
 //! An evicted reader stops its stream with EVICTED and its bytes return to the budget at once.
-//! Among equals, the reader asking for room is the one evicted.
+//! Among equals, the reader asking for room is the one evicted, except between header-less
+//! streams: there the oldest goes, so a fresh stream whose header is still in its first chunk
+//! is not refused by streams that never completed theirs.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -123,7 +125,14 @@ impl Account {
             let victim = state
                 .members
                 .iter()
-                .filter(|(id, m)| **id != self.id && m.charged > 0 && m.rank < my_rank)
+                .filter(|(id, m)| {
+                    **id != self.id
+                        && m.charged > 0
+                        && (m.rank < my_rank
+                            || (m.rank == Rank::Unknown
+                                && my_rank == Rank::Unknown
+                                && **id < self.id))
+                })
                 .min_by_key(|(id, m)| (m.rank, **id))
                 .map(|(id, _)| *id);
             inner.evictions.fetch_add(1, Ordering::Relaxed);
@@ -230,6 +239,23 @@ mod tests {
     }
 
     #[test]
+    fn an_older_header_less_stream_makes_room_for_a_newer_one() {
+        let budget = RecvBudget::new(20);
+        let stuck = budget.account(Rank::Unknown);
+        let fresh = budget.account(Rank::Unknown);
+        assert!(stuck.try_charge(15));
+        assert!(fresh.try_charge(10));
+        assert!(stuck.is_evicted() && !fresh.is_evicted());
+        // Control is never evicted for a header-less stream; the older header-less one is.
+        let control = budget.account(Rank::Control);
+        assert!(control.try_charge(10));
+        let newest = budget.account(Rank::Unknown);
+        assert!(newest.try_charge(5));
+        assert!(fresh.is_evicted() && !control.is_evicted());
+        assert_eq!(budget.used(), 15);
+    }
+
+    #[test]
     fn a_reader_that_is_lowest_evicts_itself() {
         let budget = RecvBudget::new(50);
         let high = budget.account(Rank::Data {
@@ -246,5 +272,141 @@ mod tests {
         drop(high);
         assert_eq!(budget.used(), 0);
         assert!(low.try_charge(20));
+    }
+
+    mod against_a_reference {
+        //! Random operations on the budget and on a plain model of its rules: both agree on
+        //! who is evicted and how much is held, and the budget never exceeds its limit.
+        use super::*;
+        use proptest::prelude::*;
+
+        const LIMIT: usize = 64;
+
+        #[derive(Clone, Debug)]
+        enum Op {
+            Open(Rank),
+            Charge(usize, usize),
+            Release(usize, usize),
+            SetRank(usize, Rank),
+            Drop(usize),
+        }
+
+        fn rank() -> impl Strategy<Value = Rank> {
+            prop_oneof![
+                Just(Rank::Unknown),
+                Just(Rank::Control),
+                (0u8..3, 0u64..4)
+                    .prop_map(|(priority, sequence)| Rank::Data { priority, sequence }),
+            ]
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                rank().prop_map(Op::Open),
+                (0usize..8, 1usize..40).prop_map(|(i, n)| Op::Charge(i, n)),
+                (0usize..8, 1usize..40).prop_map(|(i, n)| Op::Release(i, n)),
+                (0usize..8, rank()).prop_map(|(i, r)| Op::SetRank(i, r)),
+                (0usize..8).prop_map(Op::Drop),
+            ]
+        }
+
+        /// One reader in the reference: its rank, bytes held, and whether it was evicted.
+        #[derive(Clone, Debug)]
+        struct Model {
+            rank: Rank,
+            held: usize,
+            evicted: bool,
+        }
+
+        /// The rules, written out plainly: evict the lowest-ranked, oldest reader that holds
+        /// bytes and ranks below the asker (or, between header-less readers, is older).
+        fn model_charge(readers: &mut [Option<Model>], me: usize, bytes: usize) -> bool {
+            loop {
+                let mine = match &readers[me] {
+                    Some(m) if !m.evicted => m.rank,
+                    _ => return false,
+                };
+                let used: usize = readers
+                    .iter()
+                    .flatten()
+                    .filter(|m| !m.evicted)
+                    .map(|m| m.held)
+                    .sum();
+                if used + bytes <= LIMIT {
+                    readers[me].as_mut().unwrap().held += bytes;
+                    return true;
+                }
+                let victim = (0..readers.len())
+                    .filter(|&i| i != me)
+                    .filter(|&i| match &readers[i] {
+                        Some(m) => {
+                            !m.evicted
+                                && m.held > 0
+                                && (m.rank < mine
+                                    || (m.rank == Rank::Unknown && mine == Rank::Unknown && i < me))
+                        }
+                        None => false,
+                    })
+                    .min_by_key(|&i| (readers[i].as_ref().unwrap().rank, i));
+                match victim {
+                    Some(i) => {
+                        let m = readers[i].as_mut().unwrap();
+                        m.evicted = true;
+                        m.held = 0;
+                    }
+                    None => return false,
+                }
+            }
+        }
+
+        proptest! {
+            #[test]
+            fn the_budget_follows_its_rules(ops in proptest::collection::vec(op(), 1..80)) {
+                let budget = RecvBudget::new(LIMIT);
+                let mut accounts: Vec<Option<Account>> = Vec::new();
+                let mut model: Vec<Option<Model>> = Vec::new();
+                for op in ops {
+                    match op {
+                        Op::Open(rank) => {
+                            accounts.push(Some(budget.account(rank)));
+                            model.push(Some(Model { rank, held: 0, evicted: false }));
+                        }
+                        Op::Charge(i, n) if i < accounts.len() => {
+                            if let Some(account) = &accounts[i] {
+                                let expected = model_charge(&mut model, i, n);
+                                prop_assert_eq!(account.try_charge(n), expected);
+                            }
+                        }
+                        Op::Release(i, n) if i < accounts.len() => {
+                            if let (Some(account), Some(m)) = (&accounts[i], &mut model[i]) {
+                                account.release(n);
+                                m.held -= n.min(m.held);
+                            }
+                        }
+                        Op::SetRank(i, rank) if i < accounts.len() => {
+                            if let (Some(account), Some(m)) = (&accounts[i], &mut model[i]) {
+                                account.set_rank(rank);
+                                if !m.evicted {
+                                    m.rank = rank;
+                                }
+                            }
+                        }
+                        Op::Drop(i) if i < accounts.len() => {
+                            accounts[i] = None;
+                            model[i] = None;
+                        }
+                        _ => {}
+                    }
+                    let held: usize = model.iter().flatten().filter(|m| !m.evicted).map(|m| m.held).sum();
+                    prop_assert_eq!(budget.used(), held);
+                    prop_assert!(budget.used() <= LIMIT);
+                    for (account, m) in accounts.iter().zip(&model) {
+                        if let (Some(account), Some(m)) = (account, m) {
+                            prop_assert_eq!(account.is_evicted(), m.evicted);
+                        }
+                    }
+                }
+            }
+        }
     }
 }

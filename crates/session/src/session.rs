@@ -509,7 +509,8 @@ async fn drive<T: Transport>(shared: Arc<Shared<T>>) {
 }
 
 async fn handle_bi<T: Transport>(shared: Arc<Shared<T>>, send: T::Send, recv: T::Recv) {
-    let mut reader = Reader::new(recv, shared.version, &shared.budget, Rank::Control);
+    // Until its type is decoded, a request stream is worth no more than any header-less stream.
+    let mut reader = Reader::new(recv, shared.version, &shared.budget, Rank::Unknown);
     let mut writer = Writer::new(send, shared.version);
     let kind = match reader.varint().await {
         Ok(Some(kind)) => kind,
@@ -527,6 +528,7 @@ async fn handle_bi<T: Transport>(shared: Arc<Shared<T>>, send: T::Send, recv: T:
         reader.stop(StreamCode::Internal.to_code());
         return;
     };
+    reader.set_rank(Rank::Control);
     let result = match kind {
         BidiType::Announce => publisher::announce(&shared, &mut reader, &mut writer).await,
         BidiType::Subscribe => publisher::subscribe(&shared, &mut reader, &mut writer).await,

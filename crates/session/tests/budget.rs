@@ -30,10 +30,11 @@ async fn incomplete_units_are_bounded_by_the_receive_budget() {
         stream.write(head.freeze()).await.unwrap();
         streams.push(stream);
     }
-    // The newest header-less stream ranks lowest, so it is evicted; streams are served in
-    // order, so once it is, every earlier one has had its turn.
-    let last = streams.last_mut().unwrap();
-    let code = tokio::time::timeout(TIMEOUT, last.stopped()).await.unwrap();
+    // Header-less streams rank lowest and the oldest of them makes room first.
+    let first = streams.first_mut().unwrap();
+    let code = tokio::time::timeout(TIMEOUT, first.stopped())
+        .await
+        .unwrap();
     assert_eq!(code, Ok(Some(StreamCode::Evicted.to_code())));
     // Every stream was either buffered within the budget or evicted with EVICTED.
     let mut evicted = 0;
@@ -67,4 +68,61 @@ async fn incomplete_units_are_bounded_by_the_receive_budget() {
         .await
         .unwrap();
     assert!(ok.unwrap().is_some(), "ANNOUNCE_OK after the flood");
+}
+
+/// Issue 10 item 5: a request stream whose type is not decoded yet ranks with header-less
+/// streams, not as control. Streams stuck inside their type varint fill the budget; an honest
+/// request stream still gets its answer (with the old ranking every stuck stream counted as
+/// control and the honest one, asking last among equals, was evicted).
+#[tokio::test]
+async fn request_streams_rank_as_header_less_until_their_type_is_decoded() {
+    const STUCK: usize = 28;
+    const PARTIAL_TYPE: [u8; 7] = [0xc0, 0, 0, 0, 0, 0, 0]; // 7 of an 8-byte varint
+    let version = Version::Lite06;
+    let relay = Relay::new();
+    let (client, relay_side) = raw_client(&relay, version, Role::Subscriber, |config| {
+        config.limits.recv_budget = STUCK * PARTIAL_TYPE.len();
+    })
+    .await;
+    let mut stuck = Vec::new();
+    for _ in 0..STUCK {
+        let (mut send, recv) = client.open_bi().await.unwrap();
+        send.write(Bytes::from_static(&PARTIAL_TYPE)).await.unwrap();
+        stuck.push((send, recv));
+    }
+    // Every stuck stream's bytes are charged: the budget is exactly full.
+    tokio::time::timeout(TIMEOUT, async {
+        while relay_side.budget().0 < STUCK * PARTIAL_TYPE.len() {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the stuck streams fill the budget");
+
+    let (mut send, mut recv) = client.open_bi().await.unwrap();
+    let mut request = BytesMut::new();
+    request.put_u8(0x01);
+    encode_message(
+        &AnnounceRequest {
+            prefix: Path::empty(),
+            exclude_hop: 0,
+        },
+        version,
+        &mut request,
+    )
+    .unwrap();
+    send.write(request.freeze()).await.unwrap();
+    let answer = tokio::time::timeout(TIMEOUT, recv.read(1024))
+        .await
+        .unwrap();
+    assert!(
+        matches!(answer, Ok(Some(_))),
+        "the honest request is answered: {answer:?}"
+    );
+    // The oldest stuck stream made room, stopped with EVICTED.
+    let code = tokio::time::timeout(TIMEOUT, stuck[0].0.stopped())
+        .await
+        .unwrap();
+    assert_eq!(code, Ok(Some(StreamCode::Evicted.to_code())));
+    assert!(relay_side.budget().1 >= 1);
 }
