@@ -17,8 +17,9 @@ use std::task::{Context, Poll};
 use parking_lot::Mutex;
 use starling_proto::StreamCode;
 
+use crate::cache::CacheBudget;
 use crate::front::{FrontHome, TrackRequest};
-use crate::stats::{CacheCounters, TrackSummary};
+use crate::stats::TrackSummary;
 use crate::track::{StartAt, TrackConsumer, TrackInfo, TrackProducer};
 use crate::waiters::Waiters;
 use crate::Limits;
@@ -35,8 +36,8 @@ struct BroadcastState {
 #[derive(Debug)]
 pub(crate) struct BroadcastShared {
     limits: Limits,
-    /// Where this broadcast's tracks count the groups their caches drop.
-    counters: Option<Arc<CacheCounters>>,
+    /// The relay-wide cache budget this broadcast's tracks charge.
+    budget: Option<Arc<CacheBudget>>,
     /// Set on a front: where its tracks are dispatched from.
     front: Option<Arc<FrontHome>>,
     state: Mutex<BroadcastState>,
@@ -45,13 +46,13 @@ pub(crate) struct BroadcastShared {
 impl BroadcastShared {
     fn new(
         limits: Limits,
-        counters: Option<Arc<CacheCounters>>,
+        budget: Option<Arc<CacheBudget>>,
         front: Option<Arc<FrontHome>>,
         dynamic: bool,
     ) -> Self {
         BroadcastShared {
             limits,
-            counters,
+            budget,
             front,
             state: Mutex::new(BroadcastState {
                 tracks: HashMap::new(),
@@ -107,12 +108,12 @@ impl BroadcastProducer {
         }
     }
 
-    /// Count the groups this broadcast's tracks drop from their caches in `counters`. Call it
-    /// on a fresh producer, before any track exists.
-    pub fn with_cache_counters(mut self, counters: Arc<CacheCounters>) -> Self {
+    /// Charge this broadcast's tracks to the relay-wide `budget` (which also counts the groups
+    /// their caches drop). Call it on a fresh producer, before any track exists.
+    pub fn with_cache_budget(mut self, budget: Arc<CacheBudget>) -> Self {
         match Arc::get_mut(&mut self.shared) {
-            Some(shared) => shared.counters = Some(counters),
-            None => debug_assert!(false, "cache counters set on a shared broadcast"),
+            Some(shared) => shared.budget = Some(budget),
+            None => debug_assert!(false, "cache budget set on a shared broadcast"),
         }
         self
     }
@@ -123,7 +124,7 @@ impl BroadcastProducer {
             name,
             Some(info),
             self.shared.limits,
-            self.shared.counters.clone(),
+            self.shared.budget.clone(),
         );
         // The broadcast keeps a reader-less handle; it does not count as a consumer.
         let handle = producer.handle();
@@ -223,7 +224,7 @@ impl BroadcastConsumer {
             }
         }
         let producer =
-            TrackProducer::counted(name, None, self.strong.limits, self.strong.counters.clone());
+            TrackProducer::counted(name, None, self.strong.limits, self.strong.budget.clone());
         let Some(home) = &self.strong.front else {
             let consumer = open(&producer.handle());
             state.tracks.insert(name.to_string(), producer.handle());
@@ -245,12 +246,12 @@ impl BroadcastConsumer {
         Ok(consumer)
     }
 
-    /// A front for `home`, with the limits and cache counters of the broadcast it first reads.
+    /// A front for `home`, with the limits and cache budget of the broadcast it first reads.
     pub(crate) fn front(home: FrontHome, like: &BroadcastConsumer) -> BroadcastConsumer {
         BroadcastConsumer {
             strong: Arc::new(BroadcastShared::new(
                 like.strong.limits,
-                like.strong.counters.clone(),
+                like.strong.budget.clone(),
                 Some(Arc::new(home)),
                 true,
             )),

@@ -3,6 +3,7 @@
 //! writers, so sessions, tests and benches drive it from any executor.
 
 mod broadcast;
+mod cache;
 mod error;
 mod front;
 mod group;
@@ -12,11 +13,12 @@ mod track;
 mod waiters;
 
 pub use broadcast::{BroadcastConsumer, BroadcastProducer};
+pub use cache::CacheBudget;
 pub use error::ModelError;
 pub use front::TrackRequest;
 pub use group::{Frame, GroupConsumer, GroupProducer};
 pub use origin::{fnv_key, Announced, Interest, Origin, OriginLimits, Route, RouteHandle};
-pub use stats::{CacheCounters, TrackStats, TrackSummary};
+pub use stats::{TrackStats, TrackSummary};
 pub use track::{Demand, StartAt, TrackConsumer, TrackInfo, TrackProducer};
 
 /// Per-track bounds: every buffer a peer can grow through the model has one.

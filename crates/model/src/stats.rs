@@ -3,8 +3,6 @@
 //! Each value is a copy taken under one lock of the object it describes; reading statistics
 //! never creates a reader, never wakes anyone and never changes what the cache keeps.
 
-use std::sync::atomic::AtomicU64;
-
 use crate::track::TrackInfo;
 
 /// One track's counters and cache occupancy at the moment it was read.
@@ -37,15 +35,4 @@ pub struct TrackSummary {
     /// The publisher's track info, once known.
     pub info: Option<TrackInfo>,
     pub stats: TrackStats,
-}
-
-/// Groups tracks dropped from their caches, shared by every track of the broadcasts that were
-/// given it (a relay passes one to all its sessions): counted as it happens, so the totals
-/// survive the tracks.
-#[derive(Debug, Default)]
-pub struct CacheCounters {
-    /// Groups evicted because a track's byte or group budget was full.
-    pub evicted: AtomicU64,
-    /// Groups that aged out (older than the track's max age behind the newest).
-    pub aged: AtomicU64,
 }

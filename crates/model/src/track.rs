@@ -5,7 +5,9 @@
 //! kept; older groups leave the cache once their successor started more than the track's max age
 //! ago in presentation time, or when the track's byte or group budget is exceeded. A group that
 //! leaves is expired: readers still inside it stop with `Old` (age) or `Evicted` (budget), and a
-//! reader whose cursor fell behind the cache skips ahead to what is left.
+//! reader whose cursor fell behind the cache skips ahead to what is left. A track given the
+//! relay's [`CacheBudget`] also charges what it holds there, and gives up its stalest group
+//! when the relay-wide total is over (crate::cache).
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::poll_fn;
@@ -16,9 +18,10 @@ use std::task::{Context, Poll};
 use parking_lot::Mutex;
 use starling_proto::StreamCode;
 
+use crate::cache::{CacheBudget, Leave, Membership, FRAME_OVERHEAD, GROUP_OVERHEAD};
 use crate::error::ModelError;
 use crate::group::{Group, GroupConsumer, GroupProducer};
-use crate::stats::{CacheCounters, TrackStats};
+use crate::stats::TrackStats;
 use crate::waiters::Waiters;
 use crate::Limits;
 
@@ -62,6 +65,8 @@ struct Cached {
     start: Option<u64>,
     /// Payload bytes written into the group.
     bytes: usize,
+    /// What the group is charged in the relay-wide budget (payload plus overheads).
+    cost: usize,
 }
 
 #[derive(Debug)]
@@ -71,7 +76,8 @@ struct TrackState {
     /// that never leaves cannot grow it (it holds at most the cache's group bound, plus the
     /// latest).
     groups: BTreeMap<u64, Cached>,
-    /// Arrival index of the next group.
+    /// Arrival index of the next group: at most the next group's (a track in the relay-wide
+    /// budget takes the budget's stamps, which other tracks' groups also advance).
     next_arrival: u64,
     /// Sequence to arrival index, for live groups only.
     by_sequence: HashMap<u64, u64>,
@@ -79,6 +85,10 @@ struct TrackState {
     latest: Option<(u64, u64)>,
     newest_timestamp: u64,
     bytes: usize,
+    /// Sum of the cached groups' costs (see [`Cached::cost`]).
+    cost: usize,
+    /// The stamp this track is registered under in the relay-wide budget's index, if it is.
+    budget_key: Option<u64>,
     live_groups: usize,
     /// Highest sequence that left the cache; nothing at or below it is accepted again.
     expired_through: Option<u64>,
@@ -112,7 +122,8 @@ pub(crate) struct TrackShared {
     /// Fed by whichever source currently serves it (a relay's front): groups a lost source
     /// was writing wait for the next one instead of ending.
     resumable: bool,
-    counters: Option<Arc<CacheCounters>>,
+    /// The relay-wide budget this track charges, if any.
+    cache: Option<Membership>,
     state: Mutex<TrackState>,
 }
 
@@ -120,16 +131,77 @@ impl TrackShared {
     /// Account a frame just appended to the group that arrived `arrival`-th, then apply the
     /// cache policy.
     pub(crate) fn on_frame(&self, arrival: u64, size: usize, timestamp: u64) {
-        let mut state = self.state.lock();
-        if let Some(cached) = state.groups.get_mut(&arrival) {
+        let mut over = false;
+        {
+            let mut state = self.state.lock();
+            state.received.frames += 1;
+            state.received.bytes += size as u64;
+            // A group that left the cache while this frame was written holds nothing more.
+            let Some(cached) = state.groups.get_mut(&arrival) else {
+                return;
+            };
             cached.start.get_or_insert(timestamp);
             cached.bytes += size;
+            cached.cost += size + FRAME_OVERHEAD;
+            state.bytes += size;
+            state.cost += size + FRAME_OVERHEAD;
+            state.newest_timestamp = state.newest_timestamp.max(timestamp);
+            if let Some(cache) = &self.cache {
+                over = cache.budget.charge(size + FRAME_OVERHEAD);
+            }
+            self.enforce_cache(&mut state);
         }
-        state.bytes += size;
-        state.received.frames += 1;
-        state.received.bytes += size as u64;
-        state.newest_timestamp = state.newest_timestamp.max(timestamp);
-        self.enforce_cache(&mut state);
+        if over {
+            self.shrink_budget();
+        }
+    }
+
+    fn shrink_budget(&self) {
+        if let Some(cache) = &self.cache {
+            cache.budget.shrink();
+        }
+    }
+
+    /// Take the group that arrived `arrival`-th out of the cache and expire it.
+    fn remove_group(&self, state: &mut TrackState, arrival: u64, why: Leave) {
+        let Some(candidate) = state.groups.remove(&arrival) else {
+            return;
+        };
+        let sequence = candidate.group.sequence();
+        state.bytes = state.bytes.saturating_sub(candidate.bytes);
+        state.cost = state.cost.saturating_sub(candidate.cost);
+        state.by_sequence.remove(&sequence);
+        state.live_groups -= 1;
+        state.expired_through = state.expired_through.max(Some(sequence));
+        if let Some(cache) = &self.cache {
+            cache.budget.release(candidate.cost);
+            cache.budget.count(why);
+        }
+        candidate.group.expire(match why {
+            Leave::Aged => StreamCode::Old,
+            Leave::Evicted | Leave::Pressed => StreamCode::Evicted,
+        });
+    }
+
+    /// The relay-wide budget is over and this track was registered under `stamp`: give up
+    /// the oldest cached group if it is that stalest one, and re-register under what is left.
+    pub(crate) fn give_up_stalest(self: &Arc<Self>, stamp: u64, budget: &CacheBudget) {
+        let Some(cache) = &self.cache else {
+            return;
+        };
+        let mut state = self.state.lock();
+        state.budget_key = None;
+        let Some(oldest) = state.groups.keys().next().copied() else {
+            return;
+        };
+        if oldest <= stamp {
+            self.remove_group(&mut state, oldest, Leave::Pressed);
+            state.waiters.wake_all();
+        }
+        if let Some(next) = state.groups.keys().next().copied() {
+            state.budget_key = Some(next);
+            budget.enter(next, cache.id, Arc::downgrade(self));
+        }
     }
 
     fn enforce_cache(&self, state: &mut TrackState) {
@@ -163,26 +235,8 @@ impl TrackShared {
             if !(over_budget || aged) {
                 return;
             }
-            let code = if aged {
-                StreamCode::Old
-            } else {
-                StreamCode::Evicted
-            };
-            let candidate = state.groups.remove(&index).expect("a live group");
-            let sequence = candidate.group.sequence();
-            state.bytes = state.bytes.saturating_sub(candidate.bytes);
-            state.by_sequence.remove(&sequence);
-            state.live_groups -= 1;
-            state.expired_through = state.expired_through.max(Some(sequence));
-            if let Some(counters) = &self.counters {
-                let counter = if aged {
-                    &counters.aged
-                } else {
-                    &counters.evicted
-                };
-                counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
-            candidate.group.expire(code);
+            let why = if aged { Leave::Aged } else { Leave::Evicted };
+            self.remove_group(state, index, why);
         }
     }
 
@@ -254,19 +308,22 @@ impl TrackProducer {
         Self::counted(name, info, limits, None)
     }
 
-    /// A track counting the groups its cache drops in `counters`.
+    /// A track charging (and counting the groups its cache drops in) the relay-wide `budget`.
     pub(crate) fn counted(
         name: impl Into<String>,
         info: Option<TrackInfo>,
         limits: Limits,
-        counters: Option<Arc<CacheCounters>>,
+        budget: Option<Arc<CacheBudget>>,
     ) -> Self {
         TrackProducer {
             shared: Arc::new(TrackShared {
                 name: name.into(),
                 limits,
                 resumable: false,
-                counters,
+                cache: budget.map(|budget| Membership {
+                    id: budget.track_id(),
+                    budget,
+                }),
                 state: Mutex::new(TrackState {
                     info,
                     groups: BTreeMap::new(),
@@ -275,6 +332,8 @@ impl TrackProducer {
                     latest: None,
                     newest_timestamp: 0,
                     bytes: 0,
+                    cost: 0,
+                    budget_key: None,
                     live_groups: 0,
                     expired_through: None,
                     closed: None,
@@ -339,6 +398,7 @@ impl TrackProducer {
     pub fn create_group(&self, sequence: u64) -> Result<GroupProducer, ModelError> {
         let group = Group::new(sequence);
         let arrival;
+        let mut over = false;
         {
             let mut state = self.shared.state.lock();
             if state.closed.is_some() {
@@ -367,16 +427,31 @@ impl TrackProducer {
                 // Older than a group that already left the cache: never delivered again.
                 return Err(ModelError::Expired(sequence));
             }
-            arrival = state.next_arrival;
-            state.next_arrival += 1;
+            arrival = match &self.shared.cache {
+                Some(cache) => cache.budget.stamp().max(state.next_arrival),
+                None => state.next_arrival,
+            };
+            state.next_arrival = arrival + 1;
             state.groups.insert(
                 arrival,
                 Cached {
                     group: group.clone(),
                     start: None,
                     bytes: 0,
+                    cost: GROUP_OVERHEAD,
                 },
             );
+            state.cost += GROUP_OVERHEAD;
+            if let Some(cache) = &self.shared.cache {
+                over = cache.budget.charge(GROUP_OVERHEAD);
+                if state.budget_key.is_none() {
+                    let oldest = state.groups.keys().next().copied().unwrap_or(arrival);
+                    state.budget_key = Some(oldest);
+                    cache
+                        .budget
+                        .enter(oldest, cache.id, Arc::downgrade(&self.shared));
+                }
+            }
             state.by_sequence.insert(sequence, arrival);
             state.live_groups += 1;
             state.received.groups += 1;
@@ -385,6 +460,9 @@ impl TrackProducer {
             }
             self.shared.enforce_cache(&mut state);
             state.waiters.wake_all();
+        }
+        if over {
+            self.shared.shrink_budget();
         }
         let producer = GroupProducer::new(
             group,
@@ -538,6 +616,19 @@ impl TrackProducer {
 
     pub(crate) fn same_track(&self, consumer: &TrackConsumer) -> bool {
         Arc::ptr_eq(&self.shared, &consumer.shared)
+    }
+}
+
+impl Drop for TrackShared {
+    /// The track is gone: what it held leaves the relay-wide budget with it.
+    fn drop(&mut self) {
+        if let Some(cache) = &self.cache {
+            let state = self.state.get_mut();
+            cache.budget.release(state.cost);
+            if let Some(key) = state.budget_key {
+                cache.budget.leave(key, cache.id);
+            }
+        }
     }
 }
 

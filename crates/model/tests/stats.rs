@@ -10,8 +10,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use starling_model::{
-    BroadcastProducer, CacheCounters, Frame, Limits, Origin, Route, StartAt, TrackInfo,
-    TrackProducer,
+    BroadcastProducer, CacheBudget, Frame, Limits, Origin, Route, StartAt, TrackInfo, TrackProducer,
 };
 use starling_proto::{Path, StreamCode};
 
@@ -162,12 +161,12 @@ fn origin_counts_interests() {
 
 #[test]
 fn cache_drops_are_counted_by_reason_across_broadcasts() {
-    let counters = Arc::new(CacheCounters::default());
+    let counters = Arc::new(CacheBudget::default());
     let limits = Limits {
         max_cached_groups: 2,
         ..Limits::default()
     };
-    let broadcast = BroadcastProducer::new(limits).with_cache_counters(counters.clone());
+    let broadcast = BroadcastProducer::new(limits).with_cache_budget(counters.clone());
     // One track drops by budget: five groups, two kept.
     let budget = broadcast.create_track(
         "budget",
@@ -181,7 +180,7 @@ fn cache_drops_are_counted_by_reason_across_broadcasts() {
     }
     // A track of another broadcast (no group budget to speak of) drops by age: a group
     // started 100 ms after its predecessor, with a 10 ms max age.
-    let other = BroadcastProducer::new(Limits::default()).with_cache_counters(counters.clone());
+    let other = BroadcastProducer::new(Limits::default()).with_cache_budget(counters.clone());
     let aged = other.create_track(
         "aged",
         TrackInfo {

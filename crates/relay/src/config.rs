@@ -33,6 +33,8 @@ pub struct RelayConfig {
     pub session_limits: SessionLimits,
     /// Cache and group bounds for every track the relay holds.
     pub model_limits: Limits,
+    /// What every track's cache may hold together (`--cache-budget`).
+    pub cache_budget: CacheLimit,
     /// Serve HTTP on the TCP port with the same number.
     pub http: bool,
     /// The HTTP API and status page on that port.
@@ -60,6 +62,7 @@ impl Default for RelayConfig {
             versions: Version::SUPPORTED.to_vec(),
             session_limits: SessionLimits::default(),
             model_limits: Limits::default(),
+            cache_budget: CacheLimit::default(),
             http: true,
             http_api: HttpConfig::default(),
             listen_tcp: None,
@@ -69,6 +72,73 @@ impl Default for RelayConfig {
             cluster: ClusterConfig::default(),
             listen_tls_root: None,
         }
+    }
+}
+
+/// The relay-wide cache budget: a byte count, or a share of the memory the host grants the
+/// process (its cgroup limit, else the machine's memory; see [`crate::memory_limit`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum CacheLimit {
+    Bytes(u64),
+    /// Per cent of the memory limit, in (0, 100].
+    Percent(f64),
+}
+
+impl Default for CacheLimit {
+    /// A quarter of the memory limit: 1 GiB on a 4 GiB host, room for sessions and buffers.
+    fn default() -> Self {
+        CacheLimit::Percent(25.0)
+    }
+}
+
+/// Why a `--cache-budget` value was refused.
+#[derive(Debug, thiserror::Error)]
+#[error("cache budget {0:?}: expected bytes (with an optional KiB/MiB/GiB suffix) or a per cent of memory (\"25%\")")]
+pub struct CacheLimitError(String);
+
+impl std::str::FromStr for CacheLimit {
+    type Err = CacheLimitError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let refuse = || CacheLimitError(text.to_owned());
+        let trimmed = text.trim();
+        if let Some(percent) = trimmed.strip_suffix('%') {
+            let value: f64 = percent.trim().parse().map_err(|_| refuse())?;
+            if !(value > 0.0 && value <= 100.0) {
+                return Err(refuse());
+            }
+            return Ok(CacheLimit::Percent(value));
+        }
+        let (number, unit) = match trimmed.find(|c: char| !c.is_ascii_digit()) {
+            Some(at) => trimmed.split_at(at),
+            None => (trimmed, ""),
+        };
+        let scale: u64 = match unit.trim() {
+            "" | "B" => 1,
+            "KiB" => 1 << 10,
+            "MiB" => 1 << 20,
+            "GiB" => 1 << 30,
+            _ => return Err(refuse()),
+        };
+        let value: u64 = number.parse().map_err(|_| refuse())?;
+        value
+            .checked_mul(scale)
+            .filter(|bytes| *bytes > 0)
+            .map(CacheLimit::Bytes)
+            .ok_or_else(refuse)
+    }
+}
+
+impl CacheLimit {
+    /// The budget in bytes, given the host's memory limit (unknown: 4 GiB is assumed).
+    pub fn resolve(self, memory: Option<u64>) -> usize {
+        let bytes = match self {
+            CacheLimit::Bytes(bytes) => bytes,
+            CacheLimit::Percent(percent) => {
+                (memory.unwrap_or(4 << 30) as f64 * percent / 100.0) as u64
+            }
+        };
+        usize::try_from(bytes).unwrap_or(usize::MAX)
     }
 }
 
@@ -153,5 +223,43 @@ impl AuthConfig {
     /// Check the options without starting anything (see [`crate::Authority::new`]).
     pub fn validate(&self) -> Result<(), crate::auth::AuthConfigError> {
         crate::auth::validate(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_limits_parse_as_bytes_or_a_share() {
+        assert_eq!(
+            "1048576".parse::<CacheLimit>().unwrap(),
+            CacheLimit::Bytes(1 << 20)
+        );
+        assert_eq!(
+            "512MiB".parse::<CacheLimit>().unwrap(),
+            CacheLimit::Bytes(512 << 20)
+        );
+        assert_eq!(
+            "2 GiB".parse::<CacheLimit>().unwrap(),
+            CacheLimit::Bytes(2 << 30)
+        );
+        assert_eq!(
+            "25%".parse::<CacheLimit>().unwrap(),
+            CacheLimit::Percent(25.0)
+        );
+        for bad in [
+            "0",
+            "0%",
+            "101%",
+            "12XB",
+            "",
+            "-1",
+            "99999999999999999999GiB",
+        ] {
+            assert!(bad.parse::<CacheLimit>().is_err(), "{bad:?}");
+        }
+        assert_eq!(CacheLimit::Percent(25.0).resolve(Some(4 << 30)), 1 << 30);
+        assert_eq!(CacheLimit::Bytes(7).resolve(Some(4 << 30)), 7);
     }
 }

@@ -4,6 +4,7 @@
 mod auth;
 pub mod cluster;
 mod config;
+mod host;
 mod http;
 mod metrics;
 mod registry;
@@ -15,7 +16,8 @@ pub use auth::{
     Decision, Grant, KeySource, Lease, LeaseEnd, Moment, Refusal, SessionFacts, TransportKind,
 };
 pub use cluster::ClusterConfig;
-pub use config::{AuthConfig, HttpConfig, RelayConfig, TlsSource};
+pub use config::{AuthConfig, CacheLimit, CacheLimitError, HttpConfig, RelayConfig, TlsSource};
+pub use host::memory_limit;
 pub use http::{is_websocket_upgrade, HttpApi, HttpError};
 pub use metrics::{internal_router, serve_internal, Rejection, RelayMetrics};
 pub use registry::{

@@ -22,7 +22,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use starling_model::{CacheCounters, Origin};
+use starling_model::{CacheBudget, Origin};
 use starling_proto::{SessionCode, StreamCode, Version};
 use starling_session::SessionStats;
 
@@ -114,7 +114,7 @@ impl Totals {
 #[derive(Clone, Default)]
 pub struct RelayMetrics {
     /// Shared with every session, so the tracks they pull count their cache drops here.
-    cache: Arc<CacheCounters>,
+    cache: Arc<CacheBudget>,
     accepted: Family<SessionLabels, Counter>,
     rejected: Family<ReasonLabels, Counter>,
     closed: Family<CodeLabels, Counter>,
@@ -124,8 +124,16 @@ pub struct RelayMetrics {
 }
 
 impl RelayMetrics {
-    /// The counters every session's tracks add their cache drops to.
-    pub fn cache_counters(&self) -> Arc<CacheCounters> {
+    /// Metrics for a relay whose tracks share a cache budget of `cache_budget` bytes.
+    pub fn new(cache_budget: usize) -> Self {
+        RelayMetrics {
+            cache: Arc::new(CacheBudget::new(cache_budget)),
+            ..RelayMetrics::default()
+        }
+    }
+
+    /// The relay-wide cache budget every session's tracks charge and count their drops in.
+    pub fn cache_budget(&self) -> Arc<CacheBudget> {
         self.cache.clone()
     }
 
@@ -320,10 +328,21 @@ impl RelayMetrics {
             "Bytes held in track caches",
             gauge(cache_bytes),
         );
+        registry.register(
+            "cache_budget_bytes",
+            "The relay-wide cache budget",
+            gauge(self.cache.limit().min(i64::MAX as usize) as i64),
+        );
+        registry.register(
+            "cache_charged_bytes",
+            "Bytes charged to the relay-wide cache budget (payload plus per-frame and per-group overhead)",
+            gauge(self.cache.used() as i64),
+        );
         let drops: Family<ReasonLabels, Counter> = Family::default();
         for (reason, count) in [
             ("budget", self.cache.evicted.load(Ordering::Relaxed)),
             ("age", self.cache.aged.load(Ordering::Relaxed)),
+            ("pressure", self.cache.pressed.load(Ordering::Relaxed)),
         ] {
             drops
                 .get_or_create(&ReasonLabels {
@@ -333,7 +352,7 @@ impl RelayMetrics {
         }
         registry.register(
             "cache_evictions",
-            "Groups dropped from track caches: the byte or group budget was full, or they aged out",
+            "Groups dropped from track caches: a track's byte or group budget was full, they aged out, or the relay-wide budget was full",
             drops,
         );
         registry.register(

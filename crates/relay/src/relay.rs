@@ -94,7 +94,9 @@ impl Relay {
         let authority = Authority::new(&config.auth)?;
         let origin = Origin::new();
         let sessions = SessionRegistry::new();
-        let metrics = RelayMetrics::default();
+        let cache_budget = config.cache_budget.resolve(crate::memory_limit());
+        tracing::info!(bytes = cache_budget, "relay-wide cache budget");
+        let metrics = RelayMetrics::new(cache_budget);
         let internal = match config.internal_listen {
             Some(addr) => Some(
                 serve_internal(
@@ -526,7 +528,7 @@ impl Inner {
             .map(|p| Arc::new(Scoped(p)) as Arc<dyn starling_session::Access>);
         config.limits = self.config.session_limits.clone();
         config.model_limits = self.config.model_limits;
-        config.cache_counters = Some(self.metrics.cache_counters());
+        config.cache_budget = Some(self.metrics.cache_budget());
         if grant.subscribe {
             config.publish = Some(self.origin.clone());
         }

@@ -91,8 +91,9 @@ pub struct SessionConfig {
     pub model_limits: Limits,
     /// Per-path permissions (a verified token's grant); `None` allows every path.
     pub access: Option<std::sync::Arc<dyn Access>>,
-    /// Where the tracks this session pulls from its peer count groups their caches drop.
-    pub cache_counters: Option<std::sync::Arc<starling_model::CacheCounters>>,
+    /// The relay-wide cache budget the tracks this session pulls from its peer charge (and
+    /// count the groups their caches drop in).
+    pub cache_budget: Option<std::sync::Arc<starling_model::CacheBudget>>,
 }
 
 impl SessionConfig {
@@ -123,15 +124,15 @@ impl SessionConfig {
             limits: SessionLimits::default(),
             model_limits: Limits::default(),
             access: None,
-            cache_counters: None,
+            cache_budget: None,
         }
     }
 
-    /// A dynamic broadcast for what the peer serves, counting cache drops when asked to.
+    /// A dynamic broadcast for what the peer serves, in the relay-wide cache budget if given.
     pub(crate) fn dynamic_broadcast(&self) -> starling_model::BroadcastProducer {
         let broadcast = starling_model::BroadcastProducer::dynamic(self.model_limits);
-        match &self.cache_counters {
-            Some(counters) => broadcast.with_cache_counters(counters.clone()),
+        match &self.cache_budget {
+            Some(budget) => broadcast.with_cache_budget(budget.clone()),
             None => broadcast,
         }
     }

@@ -10,7 +10,8 @@ use starling_net::TlsVerify;
 use starling_proto::Version;
 use starling_relay::cluster::{parse_peers, ConnectApi, DnsPeers, PeerSpec};
 use starling_relay::{
-    parse_patterns, AuthConfig, ClusterConfig, KeySource, Relay, RelayConfig, RelayError, TlsSource,
+    parse_patterns, AuthConfig, CacheLimit, ClusterConfig, KeySource, Relay, RelayConfig,
+    RelayError, TlsSource,
 };
 
 #[derive(Args, Debug, Default)]
@@ -40,6 +41,10 @@ pub struct RelayArgs {
     /// Cache budget per track in bytes (the latest group always stays).
     #[arg(long)]
     cache_track_bytes: Option<usize>,
+    /// What all tracks' caches may hold together: bytes (`512MiB`) or a share of the memory
+    /// limit (cgroup, else the machine's) such as `25%` (the default). Stalest groups go first.
+    #[arg(long)]
+    cache_budget: Option<CacheLimit>,
     /// Seconds sessions get to leave after GOAWAY on shutdown.
     #[arg(long)]
     drain_timeout_secs: Option<u64>,
@@ -150,6 +155,7 @@ struct FileConfig {
     #[serde(default)]
     versions: Vec<String>,
     cache_track_bytes: Option<usize>,
+    cache_budget: Option<String>,
     drain_timeout_secs: Option<u64>,
     listen_tcp: Option<SocketAddr>,
     #[serde(default)]
@@ -295,6 +301,11 @@ fn build(args: RelayArgs) -> anyhow::Result<RelayConfig> {
     }
     if let Some(bytes) = args.cache_track_bytes.or(file.cache_track_bytes) {
         config.model_limits.track_cache_bytes = bytes;
+    }
+    if let Some(budget) = args.cache_budget {
+        config.cache_budget = budget;
+    } else if let Some(budget) = &file.cache_budget {
+        config.cache_budget = budget.parse()?;
     }
     config.listen_tcp = args.listen_tcp.or(file.listen_tcp);
     config.internal_listen = match args.internal_listen.as_deref() {
@@ -537,7 +548,7 @@ mod tests {
         let file = dir.join("relay.toml");
         std::fs::write(
             &file,
-            "bind = \"127.0.0.1:5000\"\nversions = [\"moq-lite-05\"]\ncache_track_bytes = 1024\n[tls]\ngenerate = [\"relay.test\"]\n",
+            "bind = \"127.0.0.1:5000\"\nversions = [\"moq-lite-05\"]\ncache_track_bytes = 1024\ncache_budget = \"512MiB\"\n[tls]\ngenerate = [\"relay.test\"]\n",
         )
         .unwrap();
         let config = build(RelayArgs {
@@ -548,6 +559,7 @@ mod tests {
         assert_eq!(config.bind, "127.0.0.1:5000".parse().unwrap());
         assert_eq!(config.versions, vec![Version::Lite05]);
         assert_eq!(config.model_limits.track_cache_bytes, 1024);
+        assert_eq!(config.cache_budget, CacheLimit::Bytes(512 << 20));
         assert!(matches!(config.tls, TlsSource::Generate(ref h) if h == &["relay.test"]));
         let config = build(RelayArgs {
             config: Some(file),

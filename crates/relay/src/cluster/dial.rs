@@ -258,7 +258,7 @@ async fn attempt(
     config.max_hops = mesh.max_hops;
     config.limits = mesh.session_limits.clone();
     config.model_limits = mesh.model_limits;
-    config.cache_counters = Some(mesh.metrics.cache_counters());
+    config.cache_budget = Some(mesh.metrics.cache_budget());
     let setup = ClientSetup {
         path: dialed.setup_path,
         role: None,

@@ -1,0 +1,153 @@
+//! The relay-wide cache budget: every track given it charges what its cache holds here, and
+//! when the total passes the budget the stalest groups relay-wide leave first.
+//!
+//! A track's own bounds (bytes, groups, age) stay as they are; this one caps the sum over all
+//! tracks, so many tracks each within their own bounds cannot together exhaust the process.
+//! Groups are stamped in arrival order across every member track, and the budget keeps each
+//! track under the stamp of its oldest cached group: the first entry is the stalest group
+//! relay-wide. Under pressure that group leaves (the latest group of its track too, when it
+//! is the stalest: a track keeps its latest group only while the total fits).
+//!
+//! Lock order: a track's state, then the index. The index is never held while a track is
+//! locked from here, so the two never wait on each other in a cycle.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+
+use parking_lot::Mutex;
+
+use crate::track::TrackShared;
+
+/// What one cached frame costs besides its payload (the frame record and its `Bytes` handle).
+pub(crate) const FRAME_OVERHEAD: usize = 64;
+/// What one cached group costs before its first frame (the group, its entry and indexes).
+pub(crate) const GROUP_OVERHEAD: usize = 256;
+
+/// The relay's cache account, shared by every track of the broadcasts given it: its budget,
+/// what is held, and the groups dropped and why (counted as it happens, so the totals survive
+/// the tracks).
+#[derive(Debug)]
+pub struct CacheBudget {
+    limit: usize,
+    used: AtomicUsize,
+    next_stamp: AtomicU64,
+    next_track: AtomicU64,
+    /// Each member track with cached groups, under the stamp of its oldest one (or an older
+    /// stamp: a track's own policy may have dropped that group since; the entry is corrected
+    /// when it comes up).
+    index: Mutex<BTreeMap<(u64, u64), Weak<TrackShared>>>,
+    /// Groups evicted because a track's byte or group budget was full.
+    pub evicted: AtomicU64,
+    /// Groups that aged out (older than the track's max age behind the newest).
+    pub aged: AtomicU64,
+    /// Groups dropped because the relay-wide budget was full.
+    pub pressed: AtomicU64,
+}
+
+impl Default for CacheBudget {
+    /// No relay-wide limit: only the counters.
+    fn default() -> Self {
+        CacheBudget::new(usize::MAX)
+    }
+}
+
+impl CacheBudget {
+    /// A budget of `limit` bytes (payload plus a fixed per-frame and per-group overhead).
+    pub fn new(limit: usize) -> Self {
+        CacheBudget {
+            limit,
+            used: AtomicUsize::new(0),
+            next_stamp: AtomicU64::new(0),
+            next_track: AtomicU64::new(0),
+            index: Mutex::new(BTreeMap::new()),
+            evicted: AtomicU64::new(0),
+            aged: AtomicU64::new(0),
+            pressed: AtomicU64::new(0),
+        }
+    }
+
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Bytes charged now, over every member track.
+    pub fn used(&self) -> usize {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    /// Member tracks with cached groups (index entries, some possibly of dropped tracks
+    /// not yet swept).
+    pub fn tracks(&self) -> usize {
+        self.index.lock().len()
+    }
+
+    /// The next group's stamp: arrival order across every member track.
+    pub(crate) fn stamp(&self) -> u64 {
+        self.next_stamp.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub(crate) fn track_id(&self) -> u64 {
+        self.next_track.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Charge `bytes`; true when the total is now over the budget (call [`Self::shrink`]
+    /// once no track lock is held).
+    pub(crate) fn charge(&self, bytes: usize) -> bool {
+        let before = self.used.fetch_add(bytes, Ordering::Relaxed);
+        before.saturating_add(bytes) > self.limit
+    }
+
+    pub(crate) fn release(&self, bytes: usize) {
+        self.used.fetch_sub(bytes, Ordering::Relaxed);
+    }
+
+    /// Register a track (under its lock) whose oldest cached group has `stamp`.
+    pub(crate) fn enter(&self, stamp: u64, track: u64, shared: Weak<TrackShared>) {
+        self.index.lock().insert((stamp, track), shared);
+    }
+
+    pub(crate) fn leave(&self, stamp: u64, track: u64) {
+        self.index.lock().remove(&(stamp, track));
+    }
+
+    /// Drop the stalest groups relay-wide until the total fits. Call it with no track locked.
+    pub(crate) fn shrink(&self) {
+        while self.used() > self.limit {
+            let Some(((stamp, _), track)) = self.index.lock().pop_first() else {
+                return;
+            };
+            if let Some(track) = track.upgrade() {
+                track.give_up_stalest(stamp, self);
+            }
+        }
+    }
+
+    /// Count a group one of `self`'s tracks dropped, by why.
+    pub(crate) fn count(&self, why: Leave) {
+        let counter = match why {
+            Leave::Evicted => &self.evicted,
+            Leave::Aged => &self.aged,
+            Leave::Pressed => &self.pressed,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Why a cached group left.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Leave {
+    /// The track's own byte or group bound.
+    Evicted,
+    /// Older than the track's max age.
+    Aged,
+    /// The relay-wide budget.
+    Pressed,
+}
+
+/// A track's membership: the budget and the track's id in its index.
+#[derive(Debug)]
+pub(crate) struct Membership {
+    pub(crate) budget: Arc<CacheBudget>,
+    pub(crate) id: u64,
+}
