@@ -5,6 +5,7 @@
 //! the stream codes passed to `reset`/`stop` and the session codes passed to `close` are
 //! moq-lite codes, mapped onto the wire as docs/wire.md §7.3 prescribes for each binding.
 
+pub mod admission;
 pub mod alpn;
 mod any;
 pub mod client;
@@ -20,6 +21,7 @@ pub mod tls;
 mod transport;
 mod verify;
 
+pub use admission::{Admission, AdmissionLimits, Refusal, Ticket};
 pub use alpn::{Binding, DEFAULT_ALPNS, H3, MOQ_LITE_05, MOQ_LITE_06};
 pub use any::{AnyRecv, AnySend, AnyTransport};
 pub use client::{setup_path, Client, ClientConfig, ClientError, Connected, TlsVerify};

@@ -2,12 +2,13 @@
 
 use std::net::{Ipv6Addr, SocketAddr, SocketAddrV6};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, Mutex};
 use tokio::task::JoinHandle;
 use web_transport_quinn::proto::ConnectResponse;
 
+use crate::admission::{Admission, Ticket};
 use crate::alpn::{select_protocol, Binding, DEFAULT_ALPNS, H3};
 use crate::credit::StreamLimits;
 use crate::quic::{bind_udp, QuicConfig};
@@ -60,6 +61,9 @@ pub struct ServerConfig {
     /// CA certificates a client certificate must chain to (mTLS); clients may still connect
     /// without one. `None`: no client certificates are asked for.
     pub client_roots: Option<Arc<rustls::RootCertStore>>,
+    /// The admission gate: a connection it refuses is answered CONNECTION_REFUSED before
+    /// any handshake work. `None` admits everything.
+    pub admission: Option<Arc<Admission>>,
 }
 
 impl ServerConfig {
@@ -72,6 +76,7 @@ impl ServerConfig {
             quic: QuicConfig::default(),
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             client_roots: None,
+            admission: None,
         }
     }
 
@@ -110,6 +115,9 @@ pub struct Accepted {
     /// The client certificate, verified against the configured client roots, if one was
     /// presented.
     pub client_certificate: Option<ClientCertificate>,
+    /// The admission slot this connection holds, from its first packet; keep it for the
+    /// session's life.
+    pub ticket: Option<Ticket>,
 }
 
 /// The QUIC listener. Handshakes run in their own tasks, bounded by the handshake timeout.
@@ -158,6 +166,7 @@ impl Server {
             Arc::new(moq_alpns.clone()),
             config.handshake_timeout,
             config.quic.stream_limits(),
+            config.admission.clone(),
             tx,
         ));
 
@@ -219,6 +228,7 @@ async fn drive(
     alpns: Arc<Vec<String>>,
     timeout: Duration,
     limits: StreamLimits,
+    admission: Option<Arc<Admission>>,
     tx: mpsc::Sender<Accepted>,
 ) {
     loop {
@@ -227,12 +237,26 @@ async fn drive(
             _ = tx.closed() => return,
         };
         let Some(incoming) = incoming else { return };
+        let ticket = match &admission {
+            Some(gate) => {
+                match gate.admit(canonical(incoming.remote_address()).ip(), Instant::now()) {
+                    Ok(ticket) => Some(ticket),
+                    Err(refusal) => {
+                        tracing::debug!(remote = %incoming.remote_address(), reason = refusal.as_str(), "connection refused");
+                        incoming.refuse();
+                        continue;
+                    }
+                }
+            }
+            None => None,
+        };
         let alpns = alpns.clone();
         let tx = tx.clone();
         tokio::spawn(async move {
             let remote = incoming.remote_address();
             match tokio::time::timeout(timeout, handshake(incoming, &alpns, limits)).await {
-                Ok(Ok(accepted)) => {
+                Ok(Ok(mut accepted)) => {
+                    accepted.ticket = ticket;
                     tracing::debug!(
                         %remote,
                         binding = %accepted.binding,
@@ -308,6 +332,7 @@ async fn handshake(
             remote,
             server_name: url.host_str().map(str::to_owned),
             client_certificate,
+            ticket: None,
         })
     } else if alpns.contains(&alpn) {
         let session = web_transport_quinn::Session::raw(conn);
@@ -319,6 +344,7 @@ async fn handshake(
             remote,
             server_name: sni,
             client_certificate,
+            ticket: None,
         })
     } else {
         // rustls only negotiates what we offered, so this is a configuration mismatch.

@@ -190,10 +190,13 @@ async fn websocket_subprotocol_negotiation() {
 
 #[tokio::test]
 async fn tcp_in_band_alpn_and_streams() {
-    let listener =
-        QmuxTcpListener::bind("127.0.0.1:0".parse().unwrap(), &[MOQ_LITE_06, MOQ_LITE_05])
-            .await
-            .unwrap();
+    let listener = QmuxTcpListener::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        &[MOQ_LITE_06, MOQ_LITE_05],
+        None,
+    )
+    .await
+    .unwrap();
     let url = Url::parse(&format!("tcp://{}/room?jwt=1", listener.local_addr())).unwrap();
     let client = connect(&url, &[MOQ_LITE_05, MOQ_LITE_06], &TlsVerify::System)
         .await

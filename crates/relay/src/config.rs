@@ -11,6 +11,7 @@ use url::Url;
 use crate::auth::KeySource;
 use crate::cluster::ClusterConfig;
 use starling_model::Limits;
+use starling_net::AdmissionLimits;
 use starling_proto::{Path, Version};
 use starling_session::SessionLimits;
 
@@ -35,6 +36,8 @@ pub struct RelayConfig {
     pub model_limits: Limits,
     /// What every track's cache may hold together (`--cache-budget`).
     pub cache_budget: CacheLimit,
+    /// Sessions relay-wide and per source, and handshakes per second per source.
+    pub admission: AdmissionLimits,
     /// Serve HTTP on the TCP port with the same number.
     pub http: bool,
     /// The HTTP API and status page on that port.
@@ -63,6 +66,7 @@ impl Default for RelayConfig {
             session_limits: SessionLimits::default(),
             model_limits: Limits::default(),
             cache_budget: CacheLimit::default(),
+            admission: AdmissionLimits::default(),
             http: true,
             http_api: HttpConfig::default(),
             listen_tcp: None,

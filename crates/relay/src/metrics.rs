@@ -23,6 +23,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use starling_model::{CacheBudget, Origin};
+use starling_net::Admission;
 use starling_proto::{SessionCode, StreamCode, Version};
 use starling_session::SessionStats;
 
@@ -115,6 +116,8 @@ impl Totals {
 pub struct RelayMetrics {
     /// Shared with every session, so the tracks they pull count their cache drops here.
     cache: Arc<CacheBudget>,
+    /// The listeners' admission gate (its refusals are counted there).
+    admission: Option<Arc<Admission>>,
     accepted: Family<SessionLabels, Counter>,
     rejected: Family<ReasonLabels, Counter>,
     closed: Family<CodeLabels, Counter>,
@@ -124,10 +127,12 @@ pub struct RelayMetrics {
 }
 
 impl RelayMetrics {
-    /// Metrics for a relay whose tracks share a cache budget of `cache_budget` bytes.
-    pub fn new(cache_budget: usize) -> Self {
+    /// Metrics for a relay whose tracks share a cache budget of `cache_budget` bytes and whose
+    /// listeners admit through `admission`.
+    pub fn new(cache_budget: usize, admission: Arc<Admission>) -> Self {
         RelayMetrics {
             cache: Arc::new(CacheBudget::new(cache_budget)),
+            admission: Some(admission),
             ..RelayMetrics::default()
         }
     }
@@ -190,6 +195,28 @@ impl RelayMetrics {
             "Sessions ended, by session close code",
             self.closed.clone(),
         );
+        if let Some(admission) = &self.admission {
+            let refused: Family<ReasonLabels, Counter> = Family::default();
+            for (refusal, count) in admission.refused() {
+                refused
+                    .get_or_create(&ReasonLabels {
+                        reason: refusal.as_str().into(),
+                    })
+                    .inc_by(count);
+            }
+            registry.register(
+                "connections_refused",
+                "Connections refused by admission before any handshake work (QUIC CONNECTION_REFUSED, HTTP 503), by bound",
+                refused,
+            );
+            let admitted: Gauge = Gauge::default();
+            admitted.set(admission.sessions() as i64);
+            registry.register(
+                "admitted_connections",
+                "Connections holding an admission slot (sessions and handshakes in progress)",
+                admitted,
+            );
+        }
 
         // Live sessions: gauges by transport and version, and their data counters.
         let live: Family<SessionLabels, Gauge> = Family::default();

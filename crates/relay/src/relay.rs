@@ -96,7 +96,8 @@ impl Relay {
         let sessions = SessionRegistry::new();
         let cache_budget = config.cache_budget.resolve(crate::memory_limit());
         tracing::info!(bytes = cache_budget, "relay-wide cache budget");
-        let metrics = RelayMetrics::new(cache_budget);
+        let admission = starling_net::Admission::new(config.admission);
+        let metrics = RelayMetrics::new(cache_budget, admission.clone());
         let internal = match config.internal_listen {
             Some(addr) => Some(
                 serve_internal(
@@ -139,14 +140,16 @@ impl Relay {
             .with_bind(config.bind)
             .with_alpns(&alpns);
         server_config.client_roots = client_roots;
+        server_config.admission = Some(admission.clone());
         let (server, http) = bind_quic_and_http(server_config, config.http).await?;
         let (websocket, websocket_sessions) = websocket_acceptor(&alpns);
+        let websocket = websocket.with_admission(admission.clone());
         let tcp = match config.listen_tcp {
             Some(addr) => {
                 if !addr.ip().is_loopback() {
                     tracing::warn!(%addr, "plaintext QMux over TCP on a non-loopback address");
                 }
-                Some(QmuxTcpListener::bind(addr, &alpns).await?)
+                Some(QmuxTcpListener::bind(addr, &alpns, Some(admission.clone())).await?)
             }
             None => None,
         };
@@ -413,6 +416,8 @@ struct Incoming<T: Transport> {
     server_name: Option<String>,
     /// A client certificate verified against `--listen-tls-root` (QUIC bindings only).
     client_certificate: Option<starling_net::ClientCertificate>,
+    /// The admission slot, held until the session ends.
+    ticket: Option<starling_net::Ticket>,
 }
 
 impl From<Accepted> for Incoming<QuicTransport> {
@@ -426,6 +431,7 @@ impl From<Accepted> for Incoming<QuicTransport> {
             kind: accepted.binding.into(),
             server_name: accepted.server_name,
             client_certificate: accepted.client_certificate,
+            ticket: accepted.ticket,
         }
     }
 }
@@ -443,12 +449,15 @@ impl From<QmuxAccepted> for Incoming<QmuxTransport> {
             kind: accepted.binding.into(),
             server_name: accepted.server_name,
             client_certificate: None,
+            ticket: accepted.ticket,
         }
     }
 }
 
 impl Inner {
-    async fn serve<T: Transport>(self: Arc<Self>, accepted: Incoming<T>) {
+    async fn serve<T: Transport>(self: Arc<Self>, mut accepted: Incoming<T>) {
+        // The admission slot is given back when this returns: the session has ended.
+        let _ticket = accepted.ticket.take();
         let admitting = Admitting::enter(&self.admitting);
         let remote = accepted.remote;
         let Some(version) = accepted.protocol.as_deref().and_then(Version::from_alpn) else {

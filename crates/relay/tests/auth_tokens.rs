@@ -7,11 +7,12 @@ use starling_model::{BroadcastProducer, Limits, Origin, Route};
 use starling_proto::{Path, Role, SessionCode};
 use starling_relay::{AuthConfig, KeySource, RelayConfig};
 use starling_session::{random_hop, SessionConfig};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
 use url::Url;
 
 mod auth_support;
 mod common;
+mod http_support;
 
 use auth_support::*;
 use common::{within, STEP};
@@ -268,23 +269,7 @@ async fn a_literal_public_pattern_is_refused_at_startup() {
 
 /// A WebSocket upgrade request for `target`; the response status.
 async fn upgrade_status(url: &Url, target: &str) -> u16 {
-    let addr = format!("127.0.0.1:{}", url.port().unwrap());
-    let mut stream = within(tokio::net::TcpStream::connect(&addr)).await.unwrap();
-    let request = format!(
-        "GET {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
-         Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
-         Sec-WebSocket-Protocol: qmux-01.moq-lite-06\r\n\r\n"
-    );
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut raw = Vec::new();
-    let mut buf = [0u8; 4096];
-    while !raw.windows(4).any(|w| w == b"\r\n\r\n") {
-        let n = within(stream.read(&mut buf)).await.unwrap();
-        assert!(n > 0, "connection closed before a response head");
-        raw.extend_from_slice(&buf[..n]);
-    }
-    let head = String::from_utf8_lossy(&raw);
-    head.split(' ').nth(1).unwrap().parse().unwrap()
+    http_support::upgrade_head(url, target).await.0
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -45,6 +45,20 @@ pub struct RelayArgs {
     /// limit (cgroup, else the machine's) such as `25%` (the default). Stalest groups go first.
     #[arg(long)]
     cache_budget: Option<CacheLimit>,
+    /// Sessions (with handshakes in progress) the relay holds at once; past it, QUIC is
+    /// refused with CONNECTION_REFUSED and WebSocket with 503 (default 16384).
+    #[arg(long)]
+    max_sessions: Option<usize>,
+    /// Sessions one IPv4 address or IPv6 /64 may hold (default 256).
+    #[arg(long)]
+    max_sessions_per_ip: Option<usize>,
+    /// Connections one IPv4 address or IPv6 /64 may open per second (default 64).
+    #[arg(long)]
+    max_handshakes_per_ip: Option<u32>,
+    /// Apply the per-address bounds to loopback clients too (exempt by default, for local
+    /// load generators and sidecars).
+    #[arg(long)]
+    limit_loopback: bool,
     /// Seconds sessions get to leave after GOAWAY on shutdown.
     #[arg(long)]
     drain_timeout_secs: Option<u64>,
@@ -164,6 +178,18 @@ struct FileConfig {
     cluster: FileCluster,
     #[serde(default)]
     connect: FileConnect,
+    #[serde(default)]
+    limits: FileLimits,
+}
+
+/// `[limits]`: the relay-wide bounds, as the flags of the same names.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct FileLimits {
+    max_sessions: Option<usize>,
+    max_sessions_per_ip: Option<usize>,
+    max_handshakes_per_ip: Option<u32>,
+    limit_loopback: Option<bool>,
 }
 
 /// `[cluster]`: `id`, `max_hops`, `connect` (a URL, or an array of URLs and `{url, cost,
@@ -301,6 +327,22 @@ fn build(args: RelayArgs) -> anyhow::Result<RelayConfig> {
     }
     if let Some(bytes) = args.cache_track_bytes.or(file.cache_track_bytes) {
         config.model_limits.track_cache_bytes = bytes;
+    }
+    let admission = &mut config.admission;
+    if let Some(max) = args.max_sessions.or(file.limits.max_sessions) {
+        admission.max_sessions = max;
+    }
+    if let Some(max) = args.max_sessions_per_ip.or(file.limits.max_sessions_per_ip) {
+        admission.max_sessions_per_source = max;
+    }
+    if let Some(rate) = args
+        .max_handshakes_per_ip
+        .or(file.limits.max_handshakes_per_ip)
+    {
+        admission.handshakes_per_second_per_source = rate;
+    }
+    if args.limit_loopback || file.limits.limit_loopback == Some(true) {
+        admission.exempt_loopback = false;
     }
     if let Some(budget) = args.cache_budget {
         config.cache_budget = budget;
@@ -548,7 +590,7 @@ mod tests {
         let file = dir.join("relay.toml");
         std::fs::write(
             &file,
-            "bind = \"127.0.0.1:5000\"\nversions = [\"moq-lite-05\"]\ncache_track_bytes = 1024\ncache_budget = \"512MiB\"\n[tls]\ngenerate = [\"relay.test\"]\n",
+            "bind = \"127.0.0.1:5000\"\nversions = [\"moq-lite-05\"]\ncache_track_bytes = 1024\ncache_budget = \"512MiB\"\n[tls]\ngenerate = [\"relay.test\"]\n[limits]\nmax_sessions = 100\nmax_handshakes_per_ip = 5\n",
         )
         .unwrap();
         let config = build(RelayArgs {
@@ -560,6 +602,9 @@ mod tests {
         assert_eq!(config.versions, vec![Version::Lite05]);
         assert_eq!(config.model_limits.track_cache_bytes, 1024);
         assert_eq!(config.cache_budget, CacheLimit::Bytes(512 << 20));
+        assert_eq!(config.admission.max_sessions, 100);
+        assert_eq!(config.admission.handshakes_per_second_per_source, 5);
+        assert!(config.admission.exempt_loopback);
         assert!(matches!(config.tls, TlsSource::Generate(ref h) if h == &["relay.test"]));
         let config = build(RelayArgs {
             config: Some(file),

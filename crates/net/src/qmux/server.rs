@@ -3,7 +3,9 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
+use crate::admission::{Admission, Ticket};
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::{ConnectInfo, FromRequestParts, Request};
 use axum::http::StatusCode;
@@ -66,6 +68,8 @@ pub struct QmuxAccepted {
     pub remote: Option<SocketAddr>,
     /// The `Host` the client addressed, without the port (WebSocket only).
     pub server_name: Option<String>,
+    /// The admission slot this connection holds; keep it for the session's life.
+    pub ticket: Option<Ticket>,
 }
 
 /// Every subprotocol we accept, in our preference order: for each ALPN, `qmux-01.<alpn>`
@@ -129,6 +133,7 @@ pub async fn serve_with_connect_info(
 pub struct WebSocketAcceptor {
     alpns: Arc<Vec<String>>,
     tx: mpsc::Sender<QmuxAccepted>,
+    admission: Option<Arc<Admission>>,
 }
 
 /// An acceptor serving these moq ALPNs (most preferred first, e.g. `["moq-lite-06",
@@ -142,12 +147,19 @@ pub fn websocket_acceptor<S: AsRef<str>>(
         WebSocketAcceptor {
             alpns: Arc::new(alpns),
             tx,
+            admission: None,
         },
         rx,
     )
 }
 
 impl WebSocketAcceptor {
+    /// Refuse upgrades the gate refuses: 503 with Retry-After, before any WebSocket work.
+    pub fn with_admission(mut self, admission: Arc<Admission>) -> Self {
+        self.admission = Some(admission);
+        self
+    }
+
     /// Answer one request: 101 with the chosen subprotocol and a session on the channel,
     /// 400 when no `qmux-0N.<alpn>` we serve was offered, or axum's rejection when the
     /// request is not a valid upgrade.
@@ -175,6 +187,23 @@ impl WebSocketAcceptor {
                     .trim_end_matches(']')
                     .to_ascii_lowercase()
             });
+        let ticket = match (&self.admission, remote) {
+            (Some(gate), Some(remote)) => {
+                match gate.admit(remote.ip().to_canonical(), Instant::now()) {
+                    Ok(ticket) => Some(ticket),
+                    Err(refusal) => {
+                        tracing::debug!(%remote, reason = refusal.as_str(), "WebSocket upgrade refused");
+                        return (
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            [(http::header::RETRY_AFTER, "1")],
+                            "too many sessions",
+                        )
+                            .into_response();
+                    }
+                }
+            }
+            _ => None,
+        };
         let ws = match WebSocketUpgrade::from_request_parts(&mut parts, &()).await {
             Ok(ws) => ws,
             Err(rejection) => return rejection.into_response(),
@@ -212,6 +241,7 @@ impl WebSocketAcceptor {
                     path: Some(path),
                     remote,
                     server_name,
+                    ticket,
                 };
                 // The application is gone when this fails; dropping the session closes it.
                 let _ = tx.send(accepted).await;

@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use starling_qmux::{Config, Framing, Side, WireVersion};
 use tokio::net::TcpListener;
@@ -12,6 +12,7 @@ use tokio::task::JoinHandle;
 
 use super::carrier::ByteCarrier;
 use super::server::{QmuxAccepted, QmuxBinding};
+use crate::admission::Admission;
 
 /// How long a TCP client has to send its transport parameters.
 pub const TCP_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -27,21 +28,30 @@ pub struct QmuxTcpListener {
 }
 
 impl QmuxTcpListener {
-    /// Listen on `addr`, serving these moq ALPNs (most preferred first).
-    pub async fn bind<S: AsRef<str>>(addr: SocketAddr, alpns: &[S]) -> std::io::Result<Self> {
+    /// Listen on `addr`, serving these moq ALPNs (most preferred first); connections the
+    /// admission gate refuses are closed at once.
+    pub async fn bind<S: AsRef<str>>(
+        addr: SocketAddr,
+        alpns: &[S],
+        admission: Option<Arc<Admission>>,
+    ) -> std::io::Result<Self> {
         let listener = TcpListener::bind(addr).await?;
-        Ok(Self::from_listener(listener, alpns))
+        Ok(Self::from_listener(listener, alpns, admission))
     }
 
     /// Serve on an already bound listener.
-    pub fn from_listener<S: AsRef<str>>(listener: TcpListener, alpns: &[S]) -> Self {
+    pub fn from_listener<S: AsRef<str>>(
+        listener: TcpListener,
+        alpns: &[S],
+        admission: Option<Arc<Admission>>,
+    ) -> Self {
         let local = listener
             .local_addr()
             .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
         let alpns: Arc<Vec<String>> =
             Arc::new(alpns.iter().map(|a| a.as_ref().to_owned()).collect());
         let (tx, rx) = mpsc::channel(ACCEPT_BACKLOG);
-        let task = tokio::spawn(accept_loop(listener, alpns, tx));
+        let task = tokio::spawn(accept_loop(listener, alpns, admission, tx));
         Self {
             local,
             accepted: Mutex::new(rx),
@@ -71,6 +81,7 @@ impl Drop for QmuxTcpListener {
 async fn accept_loop(
     listener: TcpListener,
     alpns: Arc<Vec<String>>,
+    admission: Option<Arc<Admission>>,
     tx: mpsc::Sender<QmuxAccepted>,
 ) {
     loop {
@@ -83,6 +94,16 @@ async fn accept_loop(
                 }
             },
             _ = tx.closed() => return,
+        };
+        let ticket = match &admission {
+            Some(gate) => match gate.admit(remote.ip().to_canonical(), Instant::now()) {
+                Ok(ticket) => Some(ticket),
+                Err(refusal) => {
+                    tracing::debug!(%remote, reason = refusal.as_str(), "QMux TCP connection refused");
+                    continue; // dropping the stream closes it
+                }
+            },
+            None => None,
         };
         let _ = stream.set_nodelay(true);
         let alpns = alpns.clone();
@@ -101,6 +122,7 @@ async fn accept_loop(
                         path: None,
                         remote: Some(SocketAddr::new(remote.ip().to_canonical(), remote.port())),
                         server_name: None,
+                        ticket,
                     };
                     let _ = tx.send(accepted).await;
                 }

@@ -294,3 +294,26 @@ pub async fn interests_reach(origin: &Origin, count: usize) {
     })
     .await
 }
+
+/// A WebSocket upgrade request (qmux-01.moq-lite-06) for `target`: the response status and
+/// head.
+pub async fn upgrade_head(url: &Url, target: &str) -> (u16, String) {
+    let addr = format!("127.0.0.1:{}", url.port().unwrap());
+    let mut stream = within(TcpStream::connect(&addr)).await.unwrap();
+    let request = format!(
+        "GET {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+         Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+         Sec-WebSocket-Protocol: qmux-01.moq-lite-06\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !raw.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = within(stream.read(&mut buf)).await.unwrap();
+        assert!(n > 0, "connection closed before a response head");
+        raw.extend_from_slice(&buf[..n]);
+    }
+    let head = String::from_utf8_lossy(&raw).into_owned();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, head)
+}

@@ -1,0 +1,360 @@
+//! Admission: how many sessions the relay holds, and how many each source may hold and open
+//! per second. Sans-IO: the caller passes the time; listeners refuse before any handshake
+//! work (QUIC CONNECTION_REFUSED, HTTP 503 with Retry-After).
+//!
+//! A [`Ticket`] is one admitted connection, from its first packet (or HTTP upgrade) to the
+//! session's end; dropping it gives the slot back. Sources are IPv4 addresses and IPv6 /64
+//! prefixes (one host usually holds a whole /64). The per-source table holds sources with a
+//! session plus those seen within the last second, and never more than [`MAX_SOURCES`]:
+//! sources flooding from spoofed addresses age out instead of growing it.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+/// Most sources tracked at once; past it, new sources are refused until idle ones age out.
+pub const MAX_SOURCES: usize = 65_536;
+
+/// How long an idle source is remembered (its handshake bucket refills in that time).
+const SOURCE_MEMORY: Duration = Duration::from_secs(1);
+
+/// The bounds admission enforces.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdmissionLimits {
+    /// Sessions (and handshakes in progress) relay-wide.
+    pub max_sessions: usize,
+    /// Sessions one source may hold.
+    pub max_sessions_per_source: usize,
+    /// Connections one source may open per second (a bucket holding one second's worth).
+    pub handshakes_per_second_per_source: u32,
+    /// Loopback sources skip the per-source bounds (local load generators, sidecars).
+    pub exempt_loopback: bool,
+}
+
+impl Default for AdmissionLimits {
+    /// Sized for a 2-core, 4 GiB host: 16 384 sessions at under 100 KiB each idle is well
+    /// within it; one address gets 256 sessions and opens at most 64 per second.
+    fn default() -> Self {
+        AdmissionLimits {
+            max_sessions: 16_384,
+            max_sessions_per_source: 256,
+            handshakes_per_second_per_source: 64,
+            exempt_loopback: true,
+        }
+    }
+}
+
+/// Why a connection was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Refusal {
+    /// The relay holds `max_sessions` already.
+    Sessions,
+    /// The source holds `max_sessions_per_source` already.
+    SourceSessions,
+    /// The source opened `handshakes_per_second_per_source` in the last second.
+    SourceRate,
+    /// The source table is full of live sources.
+    Sources,
+}
+
+impl Refusal {
+    pub const ALL: [Refusal; 4] = [
+        Refusal::Sessions,
+        Refusal::SourceSessions,
+        Refusal::SourceRate,
+        Refusal::Sources,
+    ];
+
+    /// The label metrics use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Refusal::Sessions => "max_sessions",
+            Refusal::SourceSessions => "source_sessions",
+            Refusal::SourceRate => "source_rate",
+            Refusal::Sources => "sources",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// A source: an IPv4 address or an IPv6 /64.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum SourceKey {
+    V4(u32),
+    V6(u64),
+}
+
+impl SourceKey {
+    fn of(ip: IpAddr) -> Self {
+        match ip {
+            IpAddr::V4(v4) => SourceKey::V4(v4.into()),
+            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) => SourceKey::V4(v4.into()),
+                None => SourceKey::V6((u128::from(v6) >> 64) as u64),
+            },
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Source {
+    sessions: usize,
+    /// Handshakes the source may still open now (refills at the per-second rate).
+    tokens: f64,
+    refreshed: Instant,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    sessions: usize,
+    sources: HashMap<SourceKey, Source>,
+    /// When the full table was last swept for idle sources (at most every [`SWEEP_EVERY`],
+    /// so a flood of new sources costs one sweep per interval, not one per packet).
+    swept: Option<Instant>,
+}
+
+const SWEEP_EVERY: Duration = Duration::from_millis(100);
+
+/// The relay's admission gate, shared by every listener.
+#[derive(Debug)]
+pub struct Admission {
+    limits: AdmissionLimits,
+    state: Mutex<State>,
+    refused: [AtomicU64; 4],
+}
+
+impl Admission {
+    pub fn new(limits: AdmissionLimits) -> Arc<Self> {
+        Arc::new(Admission {
+            limits,
+            state: Mutex::new(State::default()),
+            refused: Default::default(),
+        })
+    }
+
+    pub fn limits(&self) -> AdmissionLimits {
+        self.limits
+    }
+
+    /// Admit a connection from `ip` at `now`, or say why not (and count it).
+    pub fn admit(self: &Arc<Self>, ip: IpAddr, now: Instant) -> Result<Ticket, Refusal> {
+        let result = self.try_admit(ip, now);
+        if let Err(refusal) = result {
+            self.refused[refusal.index()].fetch_add(1, Ordering::Relaxed);
+        }
+        result.map(|source| Ticket {
+            admission: self.clone(),
+            source,
+        })
+    }
+
+    fn try_admit(&self, ip: IpAddr, now: Instant) -> Result<Option<SourceKey>, Refusal> {
+        let limits = &self.limits;
+        let mut state = self.state.lock();
+        if state.sessions >= limits.max_sessions {
+            return Err(Refusal::Sessions);
+        }
+        if limits.exempt_loopback && ip.is_loopback() {
+            state.sessions += 1;
+            return Ok(None);
+        }
+        let key = SourceKey::of(ip);
+        if !state.sources.contains_key(&key) && state.sources.len() >= MAX_SOURCES {
+            if state
+                .swept
+                .is_none_or(|at| now.saturating_duration_since(at) >= SWEEP_EVERY)
+            {
+                state.swept = Some(now);
+                state.sources.retain(|_, s| {
+                    s.sessions > 0 || now.saturating_duration_since(s.refreshed) < SOURCE_MEMORY
+                });
+            }
+            if state.sources.len() >= MAX_SOURCES {
+                return Err(Refusal::Sources);
+            }
+        }
+        let rate = f64::from(limits.handshakes_per_second_per_source);
+        let source = state.sources.entry(key).or_insert(Source {
+            sessions: 0,
+            tokens: rate,
+            refreshed: now,
+        });
+        let elapsed = now
+            .saturating_duration_since(source.refreshed)
+            .as_secs_f64();
+        source.tokens = (source.tokens + elapsed * rate).min(rate);
+        source.refreshed = now;
+        if source.sessions >= limits.max_sessions_per_source {
+            return Err(Refusal::SourceSessions);
+        }
+        if source.tokens < 1.0 {
+            return Err(Refusal::SourceRate);
+        }
+        source.tokens -= 1.0;
+        source.sessions += 1;
+        state.sessions += 1;
+        Ok(Some(key))
+    }
+
+    fn release(&self, source: Option<SourceKey>) {
+        let mut state = self.state.lock();
+        state.sessions -= 1;
+        if let Some(key) = source {
+            if let Some(entry) = state.sources.get_mut(&key) {
+                entry.sessions -= 1;
+            }
+        }
+    }
+
+    /// Connections admitted and not yet released.
+    pub fn sessions(&self) -> usize {
+        self.state.lock().sessions
+    }
+
+    /// Sources tracked now.
+    pub fn sources(&self) -> usize {
+        self.state.lock().sources.len()
+    }
+
+    /// Refusals so far, by reason.
+    pub fn refused(&self) -> [(Refusal, u64); 4] {
+        Refusal::ALL.map(|r| (r, self.refused[r.index()].load(Ordering::Relaxed)))
+    }
+}
+
+/// One admitted connection; dropping it frees the slot.
+#[derive(Debug)]
+pub struct Ticket {
+    admission: Arc<Admission>,
+    source: Option<SourceKey>,
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        self.admission.release(self.source);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> AdmissionLimits {
+        AdmissionLimits {
+            max_sessions: 10,
+            max_sessions_per_source: 3,
+            handshakes_per_second_per_source: 4,
+            exempt_loopback: true,
+        }
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn a_source_holds_at_most_its_sessions() {
+        let gate = Admission::new(limits());
+        let now = Instant::now();
+        let held: Vec<_> = (0..3)
+            .map(|_| gate.admit(ip("192.0.2.1"), now).unwrap())
+            .collect();
+        assert_eq!(
+            gate.admit(ip("192.0.2.1"), now).unwrap_err(),
+            Refusal::SourceSessions
+        );
+        // Another source is not affected, and a freed slot is usable again.
+        assert!(gate.admit(ip("192.0.2.2"), now).is_ok());
+        drop(held);
+        assert!(gate.admit(ip("192.0.2.1"), now).is_ok());
+        assert_eq!(gate.refused()[1], (Refusal::SourceSessions, 1));
+    }
+
+    #[test]
+    fn handshakes_per_source_refill_over_time() {
+        let gate = Admission::new(limits());
+        let start = Instant::now();
+        for _ in 0..4 {
+            drop(gate.admit(ip("198.51.100.7"), start).unwrap());
+        }
+        assert_eq!(
+            gate.admit(ip("198.51.100.7"), start).unwrap_err(),
+            Refusal::SourceRate
+        );
+        // A quarter second refills one.
+        let later = start + Duration::from_millis(250);
+        assert!(gate.admit(ip("198.51.100.7"), later).is_ok());
+        assert_eq!(
+            gate.admit(ip("198.51.100.7"), later).unwrap_err(),
+            Refusal::SourceRate
+        );
+    }
+
+    #[test]
+    fn the_relay_holds_at_most_its_sessions_and_loopback_skips_source_bounds() {
+        let gate = Admission::new(limits());
+        let now = Instant::now();
+        let held: Vec<_> = (0..10)
+            .map(|_| gate.admit(ip("127.0.0.1"), now).unwrap())
+            .collect();
+        assert_eq!(gate.sessions(), 10);
+        assert_eq!(gate.admit(ip("::1"), now).unwrap_err(), Refusal::Sessions);
+        assert_eq!(
+            gate.admit(ip("203.0.113.9"), now).unwrap_err(),
+            Refusal::Sessions
+        );
+        drop(held);
+        assert_eq!(gate.sessions(), 0);
+    }
+
+    #[test]
+    fn an_ipv6_host_is_its_slash_64_and_mapped_v4_is_v4() {
+        let gate = Admission::new(limits());
+        let now = Instant::now();
+        let _a = gate.admit(ip("2001:db8::1"), now).unwrap();
+        let _b = gate.admit(ip("2001:db8::ffff:2"), now).unwrap();
+        let _c = gate.admit(ip("2001:db8:0:0:1::3"), now).unwrap();
+        assert_eq!(
+            gate.admit(ip("2001:db8::9"), now).unwrap_err(),
+            Refusal::SourceSessions
+        );
+        assert!(
+            gate.admit(ip("2001:db8:0:1::1"), now).is_ok(),
+            "another /64"
+        );
+        let _d = gate.admit(ip("192.0.2.5"), now).unwrap();
+        assert_eq!(
+            SourceKey::of(ip("::ffff:192.0.2.5")),
+            SourceKey::of(ip("192.0.2.5"))
+        );
+    }
+
+    #[test]
+    fn idle_sources_age_out_of_a_full_table() {
+        let gate = Admission::new(AdmissionLimits {
+            max_sessions: usize::MAX,
+            ..limits()
+        });
+        let start = Instant::now();
+        for i in 0..MAX_SOURCES as u32 {
+            drop(
+                gate.admit(IpAddr::V4((0x0a00_0000 + i).into()), start)
+                    .unwrap(),
+            );
+        }
+        assert_eq!(gate.sources(), MAX_SOURCES);
+        let fresh = IpAddr::V4(0xc000_0201.into());
+        assert_eq!(gate.admit(fresh, start).unwrap_err(), Refusal::Sources);
+        // A second on, the idle ones are forgotten and the table has room again.
+        let later = start + SOURCE_MEMORY;
+        assert!(gate.admit(fresh, later).is_ok());
+        assert_eq!(gate.sources(), 1);
+    }
+}
