@@ -13,6 +13,7 @@ mod codes;
 mod credit;
 pub mod dial;
 pub mod http;
+pub mod http_server;
 pub mod qmux;
 pub mod quic;
 pub mod server;
@@ -28,6 +29,7 @@ pub use client::{setup_path, Client, ClientConfig, ClientError, Connected, TlsVe
 pub use credit::StreamLimits;
 pub use dial::{DialConfig, DialError, Dialed, Dialer};
 pub use http::{certificate_router, serve_http, serve_http_until};
+pub use http_server::{serve_bounded, HttpCounters, HttpLimits};
 pub use qmux::{QmuxAccepted, QmuxBinding, QmuxTransport};
 pub use quic::QuicConfig;
 pub use server::{Accepted, Server, ServerConfig, ServerError};

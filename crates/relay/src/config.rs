@@ -11,7 +11,7 @@ use url::Url;
 use crate::auth::KeySource;
 use crate::cluster::ClusterConfig;
 use starling_model::Limits;
-use starling_net::AdmissionLimits;
+use starling_net::{AdmissionLimits, HttpLimits};
 use starling_proto::{Path, Version};
 use starling_session::SessionLimits;
 
@@ -149,8 +149,12 @@ impl CacheLimit {
 /// The HTTP API (`/announced`, `/fetch`) and the status page (`/`, `/events`, `/status.json`).
 #[derive(Clone, Debug)]
 pub struct HttpConfig {
+    /// Connections, the request-head deadline and HTTP/2 streams.
+    pub server: HttpLimits,
     /// `/events` streams open at once; one more is answered 503 with Retry-After.
     pub max_event_clients: usize,
+    /// `/fetch` requests served at once; one more is answered 503 with Retry-After.
+    pub max_fetches: usize,
     /// The root every HTTP request is scoped to: request paths must lie under it (anonymous
     /// access for now; authentication will decide a root per request). Empty: everything.
     pub root: Path,
@@ -171,7 +175,9 @@ impl Default for HttpConfig {
             fetch_timeout: Duration::from_secs(30),
             status_interval: Duration::from_secs(1),
             status_max_items: 1000,
+            server: HttpLimits::default(),
             max_event_clients: 256,
+            max_fetches: 256,
         }
     }
 }

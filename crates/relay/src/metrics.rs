@@ -23,7 +23,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use starling_model::{CacheBudget, Origin};
-use starling_net::Admission;
+use starling_net::{Admission, HttpCounters};
 use starling_proto::{SessionCode, StreamCode, Version};
 use starling_session::SessionStats;
 
@@ -118,6 +118,8 @@ pub struct RelayMetrics {
     cache: Arc<CacheBudget>,
     /// The listeners' admission gate (its refusals are counted there).
     admission: Option<Arc<Admission>>,
+    /// The HTTP server's open and refused connections.
+    http: Arc<HttpCounters>,
     accepted: Family<SessionLabels, Counter>,
     rejected: Family<ReasonLabels, Counter>,
     closed: Family<CodeLabels, Counter>,
@@ -135,6 +137,11 @@ impl RelayMetrics {
             admission: Some(admission),
             ..RelayMetrics::default()
         }
+    }
+
+    /// Where the HTTP server counts its connections.
+    pub fn http_counters(&self) -> Arc<HttpCounters> {
+        self.http.clone()
     }
 
     /// The relay-wide cache budget every session's tracks charge and count their drops in.
@@ -194,6 +201,16 @@ impl RelayMetrics {
             "sessions_closed",
             "Sessions ended, by session close code",
             self.closed.clone(),
+        );
+        let http_open: Gauge = Gauge::default();
+        http_open.set(self.http.open.load(Ordering::Relaxed) as i64);
+        registry.register("http_connections", "HTTP connections open", http_open);
+        let http_refused: Counter = Counter::default();
+        http_refused.inc_by(self.http.refused.load(Ordering::Relaxed));
+        registry.register(
+            "http_connections_refused",
+            "HTTP connections answered 503 because the connection bound was reached",
+            http_refused,
         );
         if let Some(admission) = &self.admission {
             let refused: Family<ReasonLabels, Counter> = Family::default();

@@ -6,9 +6,7 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use starling_model::Origin;
-use starling_net::qmux::{
-    serve_with_connect_info, websocket_acceptor, QmuxAccepted, QmuxTcpListener, QmuxTransport,
-};
+use starling_net::qmux::{websocket_acceptor, QmuxAccepted, QmuxTcpListener, QmuxTransport};
 use starling_net::{Accepted, QuicTransport, Server, ServerConfig, TlsCertificate};
 use starling_proto::{SessionCode, Version};
 use starling_session::{random_hop, Accepting, SessionConfig};
@@ -244,10 +242,10 @@ impl Relay {
                 api = api.with_upgrade(upgrade);
             }
             let router = api.router();
+            let http_limits = self.inner.config.http_api.server;
+            let http_counters = self.inner.metrics.http_counters();
             http_task = Some(tokio::spawn(async move {
-                if let Err(err) = serve_with_connect_info(listener, router).await {
-                    tracing::warn!(%err, "http listener ended");
-                }
+                starling_net::serve_bounded(listener, router, http_limits, http_counters).await;
             }));
         }
         let tcp_task = self.tcp.take().map(|listener| {

@@ -213,3 +213,151 @@ async fn a_source_opening_too_fast_is_refused() {
         "{text}"
     );
 }
+
+fn http_config(
+    max_connections: usize,
+    header_ms: u64,
+    max_fetches: usize,
+) -> starling_relay::HttpConfig {
+    starling_relay::HttpConfig {
+        server: starling_net::HttpLimits {
+            max_connections,
+            header_read_timeout: std::time::Duration::from_millis(header_ms),
+            ..Default::default()
+        },
+        max_fetches,
+        ..Default::default()
+    }
+}
+
+/// Read until the peer closes; what arrived.
+async fn read_to_close(stream: &mut tokio::net::TcpStream) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut out = Vec::new();
+    within(stream.read_to_end(&mut out)).await.unwrap();
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Past the HTTP connection bound a connection is answered 503 with Retry-After at once,
+/// without its request being read; a freed slot serves again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_connections_past_the_bound_are_answered_503() {
+    let (relay, url) = bind_relay(RelayConfig {
+        internal_listen: Some("127.0.0.1:0".parse().unwrap()),
+        http_api: http_config(2, 10_000, 8),
+        ..RelayConfig::default()
+    })
+    .await;
+    let internal = relay.internal_addr().expect("internal listener");
+    tokio::spawn(relay.run());
+    let addr = format!("127.0.0.1:{}", url.port().unwrap());
+    // Two idle connections hold both slots; the server counts each once it accepted it.
+    let first = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let _second = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    within(async {
+        while sample(
+            &get(internal, "/metrics").await.text(),
+            "starling_http_connections",
+        ) != Some(2.0)
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    let mut third = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let answer = read_to_close(&mut third).await;
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains("Retry-After: 5"), "{answer}");
+    let text = get(internal, "/metrics").await.text();
+    assert_eq!(
+        sample(&text, "starling_http_connections_refused_total"),
+        Some(1.0),
+        "{text}"
+    );
+    drop(first);
+    within(async {
+        while sample(
+            &get(internal, "/metrics").await.text(),
+            "starling_http_connections",
+        ) != Some(1.0)
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert_eq!(get(http_addr(&url), "/health").await.text(), "ok\n");
+}
+
+/// A client dribbling its request head (slowloris) is cut at the head deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_head_that_never_ends_is_cut_at_the_deadline() {
+    use tokio::io::AsyncWriteExt;
+    let (relay, url) = bind_relay(RelayConfig {
+        http_api: http_config(16, 300, 8),
+        ..RelayConfig::default()
+    })
+    .await;
+    tokio::spawn(relay.run());
+    let mut stream = tokio::net::TcpStream::connect(http_addr(&url))
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    stream
+        .write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        .await
+        .unwrap();
+    let answer = read_to_close(&mut stream).await;
+    let waited = started.elapsed();
+    assert!(!answer.contains("ok"), "{answer}");
+    assert!(
+        waited >= std::time::Duration::from_millis(250),
+        "closed early: {waited:?}"
+    );
+    // An idle keep-alive connection is cut the same way.
+    let mut idle = tokio::net::TcpStream::connect(http_addr(&url))
+        .await
+        .unwrap();
+    idle.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let answer = read_to_close(&mut idle).await;
+    assert!(answer.contains("ok"), "{answer}");
+}
+
+/// Past `max_fetches` requests in flight, one more `/fetch` is 503 with Retry-After.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetches_past_the_bound_are_answered_503() {
+    let (relay, url) = bind_relay(RelayConfig {
+        http_api: starling_relay::HttpConfig {
+            // Requests outside it are answered 401 at once once admitted: quick probes.
+            root: Path::new("room").unwrap(),
+            ..http_config(16, 10_000, 1)
+        },
+        ..RelayConfig::default()
+    })
+    .await;
+    tokio::spawn(relay.run());
+    let addr = http_addr(&url);
+    // The first waits for a broadcast nobody publishes (up to the fetch deadline).
+    let waiting = tokio::spawn(async move { get(addr, "/fetch/room/nobody/video").await });
+    let busy = within(async {
+        loop {
+            let response = get(addr, "/fetch/elsewhere/video").await;
+            match response.status {
+                503 => return response,
+                401 => tokio::task::yield_now().await, // the first is not in flight yet
+                other => panic!("unexpected {other}"),
+            }
+        }
+    })
+    .await;
+    assert_eq!(busy.header("retry-after"), Some("5"));
+    waiting.abort();
+}
+
+/// The relay's HTTP address (the TCP port with the QUIC port's number).
+fn http_addr(url: &url::Url) -> std::net::SocketAddr {
+    format!("127.0.0.1:{}", url.port().unwrap())
+        .parse()
+        .unwrap()
+}

@@ -59,6 +59,15 @@ pub struct RelayArgs {
     /// load generators and sidecars).
     #[arg(long)]
     limit_loopback: bool,
+    /// HTTP connections open at once; one more is answered 503 (default 4096).
+    #[arg(long)]
+    max_http_connections: Option<usize>,
+    /// `/fetch` requests served at once; one more is answered 503 (default 256).
+    #[arg(long)]
+    max_fetches: Option<usize>,
+    /// `/events` status streams open at once; one more is answered 503 (default 256).
+    #[arg(long)]
+    max_event_clients: Option<usize>,
     /// Seconds sessions get to leave after GOAWAY on shutdown.
     #[arg(long)]
     drain_timeout_secs: Option<u64>,
@@ -190,6 +199,9 @@ struct FileLimits {
     max_sessions_per_ip: Option<usize>,
     max_handshakes_per_ip: Option<u32>,
     limit_loopback: Option<bool>,
+    max_http_connections: Option<usize>,
+    max_fetches: Option<usize>,
+    max_event_clients: Option<usize>,
 }
 
 /// `[cluster]`: `id`, `max_hops`, `connect` (a URL, or an array of URLs and `{url, cost,
@@ -343,6 +355,19 @@ fn build(args: RelayArgs) -> anyhow::Result<RelayConfig> {
     }
     if args.limit_loopback || file.limits.limit_loopback == Some(true) {
         admission.exempt_loopback = false;
+    }
+    let http = &mut config.http_api;
+    if let Some(max) = args
+        .max_http_connections
+        .or(file.limits.max_http_connections)
+    {
+        http.server.max_connections = max;
+    }
+    if let Some(max) = args.max_fetches.or(file.limits.max_fetches) {
+        http.max_fetches = max;
+    }
+    if let Some(max) = args.max_event_clients.or(file.limits.max_event_clients) {
+        http.max_event_clients = max;
     }
     if let Some(budget) = args.cache_budget {
         config.cache_budget = budget;
@@ -590,7 +615,7 @@ mod tests {
         let file = dir.join("relay.toml");
         std::fs::write(
             &file,
-            "bind = \"127.0.0.1:5000\"\nversions = [\"moq-lite-05\"]\ncache_track_bytes = 1024\ncache_budget = \"512MiB\"\n[tls]\ngenerate = [\"relay.test\"]\n[limits]\nmax_sessions = 100\nmax_handshakes_per_ip = 5\n",
+            "bind = \"127.0.0.1:5000\"\nversions = [\"moq-lite-05\"]\ncache_track_bytes = 1024\ncache_budget = \"512MiB\"\n[tls]\ngenerate = [\"relay.test\"]\n[limits]\nmax_sessions = 100\nmax_handshakes_per_ip = 5\nmax_fetches = 9\n",
         )
         .unwrap();
         let config = build(RelayArgs {
@@ -605,6 +630,7 @@ mod tests {
         assert_eq!(config.admission.max_sessions, 100);
         assert_eq!(config.admission.handshakes_per_second_per_source, 5);
         assert!(config.admission.exempt_loopback);
+        assert_eq!(config.http_api.max_fetches, 9);
         assert!(matches!(config.tls, TlsSource::Generate(ref h) if h == &["relay.test"]));
         let config = build(RelayArgs {
             config: Some(file),

@@ -23,8 +23,8 @@ mod transport;
 
 pub use client::{connect, QmuxConnectError, QmuxConnected, DEFAULT_QMUX_CONNECT_TIMEOUT};
 pub use server::{
-    is_websocket_upgrade, select_subprotocol, serve_with_connect_info, supported_subprotocols,
-    websocket_acceptor, QmuxAccepted, QmuxBinding, WebSocketAcceptor,
+    is_websocket_upgrade, select_subprotocol, supported_subprotocols, websocket_acceptor,
+    QmuxAccepted, QmuxBinding, WebSocketAcceptor,
 };
 pub use starling_qmux::WireVersion;
 pub use tcp::QmuxTcpListener;

@@ -115,19 +115,6 @@ pub fn is_websocket_upgrade<B>(request: &http::Request<B>) -> bool {
     has_token(http::header::UPGRADE, "websocket")
 }
 
-/// Serve `router` on `listener`, recording each peer's address (axum's `ConnectInfo`) so
-/// [`QmuxAccepted::remote`] is known. Run it in its own task; abort the task to stop.
-pub async fn serve_with_connect_info(
-    listener: tokio::net::TcpListener,
-    router: axum::Router,
-) -> std::io::Result<()> {
-    axum::serve(
-        listener,
-        router.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .await
-}
-
 /// The axum-side WebSocket acceptor: cheap to clone, usable as a handler on any route.
 #[derive(Clone)]
 pub struct WebSocketAcceptor {

@@ -23,6 +23,9 @@ pub enum HttpError {
     /// The auth server could not be asked: 502, so the client may retry.
     #[error("auth server unavailable")]
     Unavailable,
+    /// The relay serves as many of these requests as it may at once: 503 with Retry-After.
+    #[error("busy")]
+    Busy,
     /// The track failed with another stream code, or the model refused: 500.
     #[error("failed: {0}")]
     Internal(String),
@@ -36,6 +39,7 @@ impl HttpError {
             HttpError::NotFound => StatusCode::NOT_FOUND,
             HttpError::Timeout => StatusCode::GATEWAY_TIMEOUT,
             HttpError::Unavailable => StatusCode::BAD_GATEWAY,
+            HttpError::Busy => StatusCode::SERVICE_UNAVAILABLE,
             HttpError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -53,6 +57,9 @@ impl HttpError {
 impl IntoResponse for HttpError {
     fn into_response(self) -> Response {
         // moq-relay answers these with the bare status and an empty body.
+        if self == HttpError::Busy {
+            return (self.status(), [(axum::http::header::RETRY_AFTER, "5")]).into_response();
+        }
         self.status().into_response()
     }
 }

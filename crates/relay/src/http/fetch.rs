@@ -10,6 +10,8 @@
 //! does not exist, or that already left the cache, is 404; a track that failed otherwise is
 //! 500. The body is the group's frame payloads concatenated, unframed, with no content type,
 //! streamed as frames arrive; a group aborted mid-body, or the deadline passing, cuts the body.
+//! At most `max_fetches` requests are served at once (from before the access check to the
+//! body's end); one more is 503 with Retry-After.
 //!
 //! A track the relay does not hold yet is pulled: subscribing through the broadcast (dynamic
 //! for a peer's announcement) queues one upstream subscription. A numbered group asks with an
@@ -81,6 +83,12 @@ pub(crate) async fn fetch(
             "a broadcast and a track are required",
         ));
     };
+    // Held until the body is sent (or the client goes).
+    let slot = state
+        .fetches
+        .clone()
+        .try_acquire_owned()
+        .map_err(|_| HttpError::Busy)?;
     let access = crate::http::access::admit(&state, broadcast, uri.query()).await?;
     let broadcast = access.broadcast(broadcast)?;
     tracing::debug!(%broadcast, track, group = ?params.group, "http fetch");
@@ -91,7 +99,7 @@ pub(crate) async fn fetch(
     )
     .await
     .map_err(|_| HttpError::Timeout)??;
-    Ok(stream_body(serving, deadline))
+    Ok(stream_body(serving, deadline, slot))
 }
 
 async fn resolve(
@@ -209,11 +217,15 @@ async fn numbered(
 }
 
 /// The group's frame payloads, concatenated, as they arrive, until the deadline.
-fn stream_body(serving: Serving, deadline: Instant) -> Response {
-    let frames = futures::stream::unfold(Some(serving), move |state| async move {
-        let mut serving = state?;
+fn stream_body(
+    serving: Serving,
+    deadline: Instant,
+    slot: tokio::sync::OwnedSemaphorePermit,
+) -> Response {
+    let frames = futures::stream::unfold(Some((serving, slot)), move |state| async move {
+        let (mut serving, slot) = state?;
         match tokio::time::timeout_at(deadline, serving.group.next_frame()).await {
-            Ok(Ok(Some(frame))) => Some((Ok(frame.payload), Some(serving))),
+            Ok(Ok(Some(frame))) => Some((Ok(frame.payload), Some((serving, slot)))),
             Ok(Ok(None)) => None,
             Ok(Err(code)) => Some((Err(HttpError::from_code(code)), None)),
             Err(_) => Some((Err(HttpError::Timeout), None)),

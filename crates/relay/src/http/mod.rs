@@ -39,6 +39,8 @@ pub(crate) struct HttpState {
     authority: Option<Authority>,
     config: HttpConfig,
     feed: Arc<feed::StatusFeed>,
+    /// `/fetch` requests in flight, at most `config.max_fetches`.
+    fetches: Arc<tokio::sync::Semaphore>,
 }
 
 /// Builds the relay's HTTP router.
@@ -104,6 +106,7 @@ impl HttpApi {
             origin: self.origin,
             scope: scope::Scope::new(self.config.root.clone()),
             authority: self.authority,
+            fetches: Arc::new(tokio::sync::Semaphore::new(self.config.max_fetches)),
             config: self.config,
             feed,
         });
