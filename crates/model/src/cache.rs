@@ -8,8 +8,9 @@
 //! relay-wide. Under pressure that group leaves (the latest group of its track too, when it
 //! is the stalest: a track keeps its latest group only while the total fits).
 //!
-//! Lock order: a track's state, then the index. The index is never held while a track is
-//! locked from here, so the two never wait on each other in a cycle.
+//! Lock order: the shrinker's lock, a track's state, then the index. The index is never held
+//! while a track is locked from here, and nobody shrinks with a track locked, so none of them
+//! waits on another in a cycle.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -37,6 +38,8 @@ pub struct CacheBudget {
     /// stamp: a track's own policy may have dropped that group since; the entry is corrected
     /// when it comes up).
     index: Mutex<BTreeMap<(u64, u64), Weak<TrackShared>>>,
+    /// Held by the one thread shrinking (see [`Self::shrink`]).
+    shrinking: Mutex<()>,
     /// Groups evicted because a track's byte or group budget was full.
     pub evicted: AtomicU64,
     /// Groups that aged out (older than the track's max age behind the newest).
@@ -61,6 +64,7 @@ impl CacheBudget {
             next_stamp: AtomicU64::new(0),
             next_track: AtomicU64::new(0),
             index: Mutex::new(BTreeMap::new()),
+            shrinking: Mutex::new(()),
             evicted: AtomicU64::new(0),
             aged: AtomicU64::new(0),
             pressed: AtomicU64::new(0),
@@ -112,13 +116,27 @@ impl CacheBudget {
     }
 
     /// Drop the stalest groups relay-wide until the total fits. Call it with no track locked.
+    ///
+    /// One thread shrinks at a time: while a shrinker has a track's entry out of the index,
+    /// a second one would take the next entry instead, a fresher group, and stalest-first
+    /// would no longer hold. A caller finding a shrinker at work leaves the overage to it;
+    /// the shrinker looks again after letting go, so no overage is left behind.
     pub(crate) fn shrink(&self) {
-        while self.used() > self.limit {
-            let Some(((stamp, _), track)) = self.index.lock().pop_first() else {
+        loop {
+            let Some(shrinking) = self.shrinking.try_lock() else {
                 return;
             };
-            if let Some(track) = track.upgrade() {
-                track.give_up_stalest(stamp, self);
+            while self.used() > self.limit {
+                let Some(((stamp, _), track)) = self.index.lock().pop_first() else {
+                    return;
+                };
+                if let Some(track) = track.upgrade() {
+                    track.give_up_stalest(stamp, self);
+                }
+            }
+            drop(shrinking);
+            if self.used() <= self.limit {
+                return;
             }
         }
     }

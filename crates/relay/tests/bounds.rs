@@ -338,15 +338,23 @@ async fn fetches_past_the_bound_are_answered_503() {
     .await;
     tokio::spawn(relay.run());
     let addr = http_addr(&url);
-    // The first waits for a broadcast nobody publishes (up to the fetch deadline).
-    let waiting = tokio::spawn(async move { get(addr, "/fetch/room/nobody/video").await });
+    // One request waits for a broadcast nobody publishes (up to the fetch deadline) while
+    // quick probes (answered 401 when admitted) look for the 503. A probe may hold the only
+    // slot at the moment the waiting one arrives and send it away: then it waits again.
+    let wait = move || tokio::spawn(async move { get(addr, "/fetch/room/nobody/video").await });
+    let mut waiting = wait();
     let busy = within(async {
         loop {
+            if waiting.is_finished() {
+                let refused = (&mut waiting).await.unwrap();
+                assert_eq!(refused.status, 503, "{refused:?}");
+                waiting = wait();
+            }
             let response = get(addr, "/fetch/elsewhere/video").await;
             match response.status {
                 503 => return response,
-                401 => tokio::task::yield_now().await, // the first is not in flight yet
-                other => panic!("unexpected {other}"),
+                401 => tokio::time::sleep(std::time::Duration::from_millis(5)).await,
+                other => panic!("unexpected {other}: {response:?}"),
             }
         }
     })
