@@ -204,6 +204,10 @@ impl BroadcastConsumer {
             Some(start) => track.resubscribe(start),
             None => track.watch(),
         };
+        if name.len() > self.strong.limits.max_track_name_bytes {
+            // Refused before it is looked up, requested upstream or keyed anywhere.
+            return Err(StreamCode::MalformedTrack);
+        }
         let mut state = self.strong.state.lock();
         if state.closed {
             return Err(StreamCode::NotFound);

@@ -33,6 +33,8 @@ pub struct Limits {
     pub max_cached_groups: usize,
     /// Distinct track names a dynamic broadcast tracks at once.
     pub max_tracks_per_broadcast: usize,
+    /// Longest track name a reader may ask for (MALFORMED_TRACK beyond it).
+    pub max_track_name_bytes: usize,
 }
 
 impl Default for Limits {
@@ -44,6 +46,7 @@ impl Default for Limits {
             track_cache_bytes: 64 << 20,
             max_cached_groups: 1024,
             max_tracks_per_broadcast: 4096,
+            max_track_name_bytes: 1024,
         }
     }
 }

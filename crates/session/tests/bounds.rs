@@ -137,3 +137,43 @@ async fn requests_past_the_limit_wait_for_a_slot() {
         assert_eq!((sequence, frames), (0, vec![format!("f{i}")]));
     }
 }
+
+/// Issue 10 item 2: a track name past the bound is refused with MALFORMED_TRACK before it is
+/// looked up or requested upstream; the session goes on serving.
+#[tokio::test]
+async fn a_track_name_past_the_bound_is_refused() {
+    use starling_proto::StreamCode;
+    use starling_transport::{RecvStream, Transport, TransportError};
+    let version = Version::Lite06;
+    let relay = Relay::new();
+    let publisher = publisher(&relay, version, "room/alice", &["video"]).await;
+    let (client, relay_side) = raw_client(&relay, version, Role::Subscriber, |_| {}).await;
+    let long = "t".repeat(starling_model::Limits::default().max_track_name_bytes + 1);
+    let (mut send, mut recv) = client.open_bi().await.unwrap();
+    send.write(subscribe_bytes(version, 1, "room/alice", &long, 0))
+        .await
+        .unwrap();
+    let refused = tokio::time::timeout(TIMEOUT, recv.read(1024))
+        .await
+        .unwrap();
+    assert_eq!(
+        refused,
+        Err(TransportError::Reset(StreamCode::MalformedTrack.to_code()))
+    );
+    let at_relay = relay.origin.consume(&path("room/alice"), None).unwrap();
+    assert!(
+        at_relay.tracks().iter().all(|t| t.name != long),
+        "nothing was requested upstream"
+    );
+    // The same session subscribes to a real track.
+    let (mut send, _recv) = client.open_bi().await.unwrap();
+    send.write(subscribe_bytes(version, 2, "room/alice", "video", 0))
+        .await
+        .unwrap();
+    let mut group = publisher.tracks[0].create_group(0).unwrap();
+    group.write_frame(frame(0, "live")).unwrap();
+    group.finish();
+    let (_stream, header) = next_group_stream(&client, version).await;
+    assert_eq!(header.subscribe_id, 2);
+    assert!(relay_side.served().0 >= 1);
+}

@@ -68,6 +68,10 @@ pub struct RelayArgs {
     /// `/events` status streams open at once; one more is answered 503 (default 256).
     #[arg(long)]
     max_event_clients: Option<usize>,
+    /// Longest track name a client may ask for, in bytes (default 1024): MALFORMED_TRACK
+    /// on the wire, 400 over HTTP.
+    #[arg(long)]
+    max_track_name: Option<usize>,
     /// Seconds sessions get to leave after GOAWAY on shutdown.
     #[arg(long)]
     drain_timeout_secs: Option<u64>,
@@ -202,6 +206,7 @@ struct FileLimits {
     max_http_connections: Option<usize>,
     max_fetches: Option<usize>,
     max_event_clients: Option<usize>,
+    max_track_name: Option<usize>,
 }
 
 /// `[cluster]`: `id`, `max_hops`, `connect` (a URL, or an array of URLs and `{url, cost,
@@ -368,6 +373,9 @@ fn build(args: RelayArgs) -> anyhow::Result<RelayConfig> {
     }
     if let Some(max) = args.max_event_clients.or(file.limits.max_event_clients) {
         http.max_event_clients = max;
+    }
+    if let Some(max) = args.max_track_name.or(file.limits.max_track_name) {
+        config.model_limits.max_track_name_bytes = max;
     }
     if let Some(budget) = args.cache_budget {
         config.cache_budget = budget;

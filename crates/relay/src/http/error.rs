@@ -45,10 +45,12 @@ impl HttpError {
     }
 
     /// A track or group that ended with `code`: `NotFound` is 404 (moq-relay maps both a
-    /// local miss and an upstream NOT_FOUND reset to 404), anything else 500.
+    /// local miss and an upstream NOT_FOUND reset to 404), a track name past the bound 400,
+    /// anything else 500.
     pub fn from_code(code: StreamCode) -> Self {
         match code {
             StreamCode::NotFound => HttpError::NotFound,
+            StreamCode::MalformedTrack => HttpError::BadRequest("malformed track name"),
             other => HttpError::Internal(format!("{other:?}")),
         }
     }

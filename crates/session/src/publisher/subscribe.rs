@@ -193,7 +193,11 @@ pub(crate) fn resolve<T: Transport>(
     }
     // While this peer reads, the track is never pulled through it (split horizon).
     .map(|track| track.for_peer(shared.peer.exclude_hop()))
-    .map_err(Error::Stream)
+    .map_err(|code| match code {
+        // A track name past the bound: the peer's fault, counted as such.
+        StreamCode::MalformedTrack => Error::ProtocolViolation("track name too long"),
+        code => Error::Stream(code),
+    })
 }
 
 struct InFlight {
