@@ -21,6 +21,7 @@ mod stream;
 pub mod tls;
 mod transport;
 mod verify;
+mod window;
 
 pub use admission::{Admission, AdmissionLimits, Refusal, Ticket};
 pub use alpn::{Binding, DEFAULT_ALPNS, H3, MOQ_LITE_05, MOQ_LITE_06};
@@ -37,3 +38,4 @@ pub use stream::{QuicRecvStream, QuicSendStream};
 pub use tls::{ClientCertificate, TlsCertificate, TlsError};
 pub use transport::QuicTransport;
 pub use verify::load_roots;
+pub use window::ReceiveWindows;

@@ -194,6 +194,7 @@ async fn tcp_in_band_alpn_and_streams() {
         "127.0.0.1:0".parse().unwrap(),
         &[MOQ_LITE_06, MOQ_LITE_05],
         None,
+        None,
     )
     .await
     .unwrap();

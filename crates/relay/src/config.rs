@@ -11,7 +11,7 @@ use url::Url;
 use crate::auth::KeySource;
 use crate::cluster::ClusterConfig;
 use starling_model::Limits;
-use starling_net::{AdmissionLimits, HttpLimits};
+use starling_net::{AdmissionLimits, HttpLimits, ReceiveWindows};
 use starling_proto::{Path, Version};
 use starling_session::SessionLimits;
 
@@ -38,6 +38,10 @@ pub struct RelayConfig {
     pub cache_budget: CacheLimit,
     /// Sessions relay-wide and per source, and handshakes per second per source.
     pub admission: AdmissionLimits,
+    /// Every connection's receive windows (QUIC, WebTransport, QMux alike); the connection
+    /// window is also the session's budget for incomplete units, replacing
+    /// `session_limits.recv_budget`.
+    pub receive_windows: ReceiveWindows,
     /// Serve HTTP on the TCP port with the same number.
     pub http: bool,
     /// The HTTP API and status page on that port.
@@ -67,6 +71,7 @@ impl Default for RelayConfig {
             model_limits: Limits::default(),
             cache_budget: CacheLimit::default(),
             admission: AdmissionLimits::default(),
+            receive_windows: ReceiveWindows::default(),
             http: true,
             http_api: HttpConfig::default(),
             listen_tcp: None,
@@ -113,24 +118,29 @@ impl std::str::FromStr for CacheLimit {
             }
             return Ok(CacheLimit::Percent(value));
         }
-        let (number, unit) = match trimmed.find(|c: char| !c.is_ascii_digit()) {
-            Some(at) => trimmed.split_at(at),
-            None => (trimmed, ""),
-        };
-        let scale: u64 = match unit.trim() {
-            "" | "B" => 1,
-            "KiB" => 1 << 10,
-            "MiB" => 1 << 20,
-            "GiB" => 1 << 30,
-            _ => return Err(refuse()),
-        };
-        let value: u64 = number.parse().map_err(|_| refuse())?;
-        value
-            .checked_mul(scale)
+        parse_size(trimmed)
             .filter(|bytes| *bytes > 0)
             .map(CacheLimit::Bytes)
             .ok_or_else(refuse)
     }
+}
+
+/// A byte count: digits with an optional `B`, `KiB`, `MiB` or `GiB` suffix (`512MiB`,
+/// `2 GiB`); `None` when it is not one or overflows.
+pub fn parse_size(text: &str) -> Option<u64> {
+    let trimmed = text.trim();
+    let (number, unit) = match trimmed.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => trimmed.split_at(at),
+        None => (trimmed, ""),
+    };
+    let scale: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        _ => return None,
+    };
+    number.parse::<u64>().ok()?.checked_mul(scale)
 }
 
 impl CacheLimit {
@@ -143,6 +153,28 @@ impl CacheLimit {
             }
         };
         usize::try_from(bytes).unwrap_or(usize::MAX)
+    }
+}
+
+impl RelayConfig {
+    /// The connection window must hold the largest unit the relay buffers whole before
+    /// handing it on (a frame with its header, a control message), or such a unit could
+    /// never complete: refused at start, naming the setting.
+    pub fn check_receive_window(&self) -> Result<(), crate::RelayError> {
+        // A frame header: the type-less size and timestamp varints, at most 16 bytes.
+        let frame = self.model_limits.max_frame_bytes as u64 + 16;
+        let control = self.session_limits.max_control_message as u64 + 16;
+        let window = self.receive_windows.connection;
+        for (unit, largest) in [("a frame", frame), ("a control message", control)] {
+            if window < largest {
+                return Err(crate::RelayError::ReceiveWindow {
+                    window,
+                    unit,
+                    largest,
+                });
+            }
+        }
+        Ok(())
     }
 }
 

@@ -16,7 +16,9 @@ pub use auth::{
     Decision, Grant, KeySource, Lease, LeaseEnd, Moment, Refusal, SessionFacts, TransportKind,
 };
 pub use cluster::ClusterConfig;
-pub use config::{AuthConfig, CacheLimit, CacheLimitError, HttpConfig, RelayConfig, TlsSource};
+pub use config::{
+    parse_size, AuthConfig, CacheLimit, CacheLimitError, HttpConfig, RelayConfig, TlsSource,
+};
 pub use host::memory_limit;
 pub use http::{is_websocket_upgrade, HttpApi, HttpError};
 pub use metrics::{internal_router, serve_internal, Rejection, RelayMetrics};

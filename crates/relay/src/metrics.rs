@@ -248,6 +248,7 @@ impl RelayMetrics {
         let mut totals = Totals::default();
         let (mut subscriptions, mut interests, mut upstream) = (0i64, 0i64, 0i64);
         let mut peers = 0i64;
+        let (mut receive_held, mut receive_peak) = (0i64, 0i64);
         let peer_routes: Family<PeerLabels, Gauge> = Family::default();
         for entry in sessions.list() {
             if let Some(peer) = &entry.info.peer {
@@ -260,7 +261,11 @@ impl RelayMetrics {
                 version: entry.info.version.to_string(),
             })
             .inc();
-            let (served, listening, evictions) = entry.session.load();
+            let (served, listening) = entry.session.load();
+            let budget = entry.session.budget();
+            let evictions = budget.evicted;
+            receive_held += budget.held as i64;
+            receive_peak = receive_peak.max(budget.peak as i64);
             upstream += entry.session.upstream() as i64;
             peers += entry.info.peer.is_some() as i64;
             subscriptions += served as i64;
@@ -371,6 +376,16 @@ impl RelayMetrics {
             "cache_bytes",
             "Bytes held in track caches",
             gauge(cache_bytes),
+        );
+        registry.register(
+            "receive_budget_held_bytes",
+            "Bytes live sessions hold in incomplete messages and frames, summed",
+            gauge(receive_held),
+        );
+        registry.register(
+            "receive_budget_peak_bytes",
+            "The most one live session has held in incomplete units at once",
+            gauge(receive_peak),
         );
         registry.register(
             "cache_budget_bytes",

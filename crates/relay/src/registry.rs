@@ -109,8 +109,10 @@ pub type SessionFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 /// session over another binding (WebSocket) registers the same way.
 pub trait LiveSession: Send + Sync + 'static {
     fn stats(&self) -> &SessionStats;
-    /// Subscriptions served, announce interests listened on, receive-budget evictions.
-    fn load(&self) -> (usize, usize, u64);
+    /// Subscriptions served and announce interests listened on.
+    fn load(&self) -> (usize, usize);
+    /// The connection's receive budget.
+    fn budget(&self) -> starling_session::BudgetStats;
     /// Tracks this relay pulls from the peer (one upstream subscription each).
     fn upstream(&self) -> usize;
     /// Send GOAWAY (asking the peer to reconnect here); errors are ignored.
@@ -125,9 +127,12 @@ impl<T: Transport> LiveSession for Session<T> {
         Session::stats(self)
     }
 
-    fn load(&self) -> (usize, usize, u64) {
-        let (served, interests) = self.served();
-        (served, interests, self.budget().1)
+    fn load(&self) -> (usize, usize) {
+        self.served()
+    }
+
+    fn budget(&self) -> starling_session::BudgetStats {
+        Session::budget(self)
     }
 
     fn upstream(&self) -> usize {

@@ -34,6 +34,12 @@ pub enum RelayError {
     Dialer(#[from] starling_net::ClientError),
     #[error("--listen-tls-root: {0}")]
     ClientRoots(String),
+    #[error("--receive-window {window} bytes is smaller than the largest unit the relay accepts ({unit}, {largest} bytes)")]
+    ReceiveWindow {
+        window: u64,
+        unit: &'static str,
+        largest: u64,
+    },
 }
 
 /// A bound relay; `run` serves until the process ends.
@@ -87,8 +93,12 @@ impl Drop for Admitting<'_> {
 }
 
 impl Relay {
-    pub async fn bind(config: RelayConfig) -> Result<Self, RelayError> {
+    pub async fn bind(mut config: RelayConfig) -> Result<Self, RelayError> {
         config.cluster.validate()?;
+        config.check_receive_window()?;
+        // One window for every binding, and the session's budget for incomplete units.
+        config.session_limits.recv_budget =
+            usize::try_from(config.receive_windows.connection).unwrap_or(usize::MAX);
         let authority = Authority::new(&config.auth)?;
         let origin = Origin::new();
         let sessions = SessionRegistry::new();
@@ -139,15 +149,26 @@ impl Relay {
             .with_alpns(&alpns);
         server_config.client_roots = client_roots;
         server_config.admission = Some(admission.clone());
+        config.receive_windows.apply_quic(&mut server_config.quic);
         let (server, http) = bind_quic_and_http(server_config, config.http).await?;
         let (websocket, websocket_sessions) = websocket_acceptor(&alpns);
-        let websocket = websocket.with_admission(admission.clone());
+        let websocket = websocket
+            .with_admission(admission.clone())
+            .with_windows(config.receive_windows);
         let tcp = match config.listen_tcp {
             Some(addr) => {
                 if !addr.ip().is_loopback() {
                     tracing::warn!(%addr, "plaintext QMux over TCP on a non-loopback address");
                 }
-                Some(QmuxTcpListener::bind(addr, &alpns, Some(admission.clone())).await?)
+                Some(
+                    QmuxTcpListener::bind(
+                        addr,
+                        &alpns,
+                        Some(admission.clone()),
+                        Some(config.receive_windows),
+                    )
+                    .await?,
+                )
             }
             None => None,
         };
@@ -273,6 +294,7 @@ impl Relay {
                 max_hops: self.inner.config.cluster.max_hops,
                 metrics: self.inner.metrics.clone(),
                 sessions: self.inner.sessions.clone(),
+                receive_windows: self.inner.config.receive_windows,
             }),
         )?;
         let quic_local = self.server.local_addr().ok();
@@ -595,8 +617,11 @@ impl Inner {
                     .load(std::sync::atomic::Ordering::Relaxed),
             },
         );
-        self.metrics
-            .ended(session.stats(), err.session_code(), session.budget().1);
+        self.metrics.ended(
+            session.stats(),
+            err.session_code(),
+            session.budget().evicted,
+        );
         tracing::info!(%remote, %err, "session closed");
     }
 }

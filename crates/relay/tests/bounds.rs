@@ -369,3 +369,46 @@ fn http_addr(url: &url::Url) -> std::net::SocketAddr {
         .parse()
         .unwrap()
 }
+
+/// The configured connection window is every session's receive budget, and the status page
+/// and metrics show what each holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_receive_window_is_each_sessions_budget_and_is_reported() {
+    const WINDOW: u64 = 40 << 20;
+    let (relay, url) = bind_relay(RelayConfig {
+        internal_listen: Some("127.0.0.1:0".parse().unwrap()),
+        receive_windows: starling_net::ReceiveWindows {
+            connection: WINDOW,
+            stream: 1 << 20,
+        },
+        ..RelayConfig::default()
+    })
+    .await;
+    let internal = relay.internal_addr().expect("internal listener");
+    let sessions = relay.sessions().clone();
+    tokio::spawn(relay.run());
+    let _session = session(
+        &url,
+        Version::Lite06,
+        Role::Subscriber,
+        SessionConfig::new(random_hop()),
+    )
+    .await;
+    within(async {
+        while sessions.is_empty() {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    let status = get(http_addr(&url), "/status.json").await.json();
+    let listed = &status["sessions"]["list"][0];
+    assert_eq!(listed["receive_limit"], WINDOW, "{status}");
+    assert_eq!(listed["receive_held"], 0);
+    let text = get(internal, "/metrics").await.text();
+    assert_eq!(
+        sample(&text, "starling_receive_budget_held_bytes"),
+        Some(0.0),
+        "{text}"
+    );
+    assert!(sample(&text, "starling_receive_budget_peak_bytes").is_some());
+}

@@ -39,6 +39,8 @@ struct Member {
 #[derive(Debug, Default)]
 struct State {
     used: usize,
+    /// The most `used` has been.
+    peak: usize,
     next_id: u64,
     members: HashMap<u64, Member>,
 }
@@ -48,6 +50,26 @@ struct Inner {
     limit: usize,
     state: Mutex<State>,
     evictions: AtomicU64,
+}
+
+/// One connection's receive budget, read for metrics and status pages.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BudgetStats {
+    /// Bytes held in incomplete units now.
+    pub held: usize,
+    /// The budget.
+    pub limit: usize,
+    /// The most ever held at once.
+    pub peak: usize,
+    /// Streams evicted to make room.
+    pub evicted: u64,
+}
+
+impl BudgetStats {
+    /// Room left before a charge evicts.
+    pub fn available(&self) -> usize {
+        self.limit.saturating_sub(self.held)
+    }
 }
 
 /// Shared by every reader of one connection.
@@ -89,6 +111,17 @@ impl RecvBudget {
         self.0.state.lock().used
     }
 
+    /// Held, limit, peak and evictions, read at once.
+    pub fn stats(&self) -> BudgetStats {
+        let state = self.0.state.lock();
+        BudgetStats {
+            held: state.used,
+            limit: self.0.limit,
+            peak: state.peak,
+            evicted: self.0.evictions.load(Ordering::Relaxed),
+        }
+    }
+
     /// Readers evicted so far.
     pub fn evictions(&self) -> u64 {
         self.0.evictions.load(Ordering::Relaxed)
@@ -117,6 +150,7 @@ impl Account {
             };
             if state.used + bytes <= inner.limit {
                 state.used += bytes;
+                state.peak = state.peak.max(state.used);
                 if let Some(me) = state.members.get_mut(&self.id) {
                     me.charged += bytes;
                 }

@@ -15,7 +15,7 @@ mod session;
 mod subscriber;
 mod writer;
 
-pub use budget::{Account, Rank, RecvBudget};
+pub use budget::{Account, BudgetStats, Rank, RecvBudget};
 pub use config::{random_hop, Access, SessionConfig, SessionLimits};
 pub use error::Error;
 pub use session::{Accepting, ClientSetup, PeerSetup, Session, SessionStats};

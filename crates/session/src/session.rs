@@ -392,9 +392,10 @@ impl<T: Transport> Session<T> {
         self.shared.upstream.lock().len()
     }
 
-    /// Bytes currently buffered in incomplete units, and streams evicted for the budget.
-    pub fn budget(&self) -> (usize, u64) {
-        (self.shared.budget.used(), self.shared.budget.evictions())
+    /// The receive budget: bytes buffered in incomplete units, the limit, the peak, and
+    /// streams evicted for it.
+    pub fn budget(&self) -> crate::BudgetStats {
+        self.shared.budget.stats()
     }
 
     /// Read broadcast `path` (relative to the session root) from the peer, announced or not.

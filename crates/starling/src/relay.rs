@@ -72,6 +72,15 @@ pub struct RelayArgs {
     /// on the wire, 400 over HTTP.
     #[arg(long)]
     max_track_name: Option<usize>,
+    /// What a peer may have in flight unread on one connection, and hold there in incomplete
+    /// messages and frames (default 64MiB; at least the largest frame plus its header).
+    /// Applies to QUIC, WebTransport and QMux alike.
+    #[arg(long, value_parser = size_arg)]
+    receive_window: Option<u64>,
+    /// What a peer may have in flight unread on one stream (default 8MiB, at most the
+    /// connection window).
+    #[arg(long, value_parser = size_arg)]
+    stream_receive_window: Option<u64>,
     /// Seconds sessions get to leave after GOAWAY on shutdown.
     #[arg(long)]
     drain_timeout_secs: Option<u64>,
@@ -172,6 +181,13 @@ struct ClusterArgs {
     cluster_linger: Option<String>,
 }
 
+/// A byte count flag: `65536`, `64MiB`.
+fn size_arg(text: &str) -> Result<u64, String> {
+    starling_relay::parse_size(text)
+        .filter(|bytes| *bytes > 0)
+        .ok_or_else(|| format!("{text:?}: expected bytes, optionally with KiB, MiB or GiB"))
+}
+
 /// The TOML file's shape.
 #[derive(Deserialize, Debug, Default)]
 #[serde(deny_unknown_fields)]
@@ -207,6 +223,8 @@ struct FileLimits {
     max_fetches: Option<usize>,
     max_event_clients: Option<usize>,
     max_track_name: Option<usize>,
+    receive_window: Option<String>,
+    stream_receive_window: Option<String>,
 }
 
 /// `[cluster]`: `id`, `max_hops`, `connect` (a URL, or an array of URLs and `{url, cost,
@@ -377,6 +395,25 @@ fn build(args: RelayArgs) -> anyhow::Result<RelayConfig> {
     if let Some(max) = args.max_track_name.or(file.limits.max_track_name) {
         config.model_limits.max_track_name_bytes = max;
     }
+    let from_file = |value: &Option<String>, name: &str| -> anyhow::Result<Option<u64>> {
+        value
+            .as_deref()
+            .map(|text| size_arg(text).map_err(|e| anyhow::anyhow!("[limits] {name}: {e}")))
+            .transpose()
+    };
+    if let Some(bytes) = args
+        .receive_window
+        .or(from_file(&file.limits.receive_window, "receive_window")?)
+    {
+        config.receive_windows.connection = bytes;
+    }
+    if let Some(bytes) = args.stream_receive_window.or(from_file(
+        &file.limits.stream_receive_window,
+        "stream_receive_window",
+    )?) {
+        config.receive_windows.stream = bytes;
+    }
+    config.check_receive_window()?;
     if let Some(budget) = args.cache_budget {
         config.cache_budget = budget;
     } else if let Some(budget) = &file.cache_budget {
@@ -617,13 +654,33 @@ mod tests {
     }
 
     #[test]
+    fn a_receive_window_below_the_largest_frame_is_refused_naming_the_setting() {
+        let err = build(RelayArgs {
+            receive_window: Some(1 << 20),
+            ..Default::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("--receive-window") && err.contains("frame"),
+            "{err}"
+        );
+        // The default frame bound is 32 MiB: a 33 MiB window holds one with its header.
+        assert!(build(RelayArgs {
+            receive_window: Some(33 << 20),
+            ..Default::default()
+        })
+        .is_ok());
+    }
+
+    #[test]
     fn toml_file_is_read_and_flags_override() {
         let dir = std::env::temp_dir().join(format!("starling-cfg-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("relay.toml");
         std::fs::write(
             &file,
-            "bind = \"127.0.0.1:5000\"\nversions = [\"moq-lite-05\"]\ncache_track_bytes = 1024\ncache_budget = \"512MiB\"\n[tls]\ngenerate = [\"relay.test\"]\n[limits]\nmax_sessions = 100\nmax_handshakes_per_ip = 5\nmax_fetches = 9\n",
+            "bind = \"127.0.0.1:5000\"\nversions = [\"moq-lite-05\"]\ncache_track_bytes = 1024\ncache_budget = \"512MiB\"\n[tls]\ngenerate = [\"relay.test\"]\n[limits]\nmax_sessions = 100\nmax_handshakes_per_ip = 5\nmax_fetches = 9\nreceive_window = \"48MiB\"\n",
         )
         .unwrap();
         let config = build(RelayArgs {
@@ -639,6 +696,7 @@ mod tests {
         assert_eq!(config.admission.handshakes_per_second_per_source, 5);
         assert!(config.admission.exempt_loopback);
         assert_eq!(config.http_api.max_fetches, 9);
+        assert_eq!(config.receive_windows.connection, 48 << 20);
         assert!(matches!(config.tls, TlsSource::Generate(ref h) if h == &["relay.test"]));
         let config = build(RelayArgs {
             config: Some(file),

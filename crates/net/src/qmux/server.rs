@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::admission::{Admission, Ticket};
+use crate::window::ReceiveWindows;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::{ConnectInfo, FromRequestParts, Request};
 use axum::http::StatusCode;
@@ -121,6 +122,8 @@ pub struct WebSocketAcceptor {
     alpns: Arc<Vec<String>>,
     tx: mpsc::Sender<QmuxAccepted>,
     admission: Option<Arc<Admission>>,
+    /// Our receive windows; `None` keeps qmux 0.5.3's.
+    windows: Option<ReceiveWindows>,
 }
 
 /// An acceptor serving these moq ALPNs (most preferred first, e.g. `["moq-lite-06",
@@ -135,6 +138,7 @@ pub fn websocket_acceptor<S: AsRef<str>>(
             alpns: Arc::new(alpns),
             tx,
             admission: None,
+            windows: None,
         },
         rx,
     )
@@ -144,6 +148,12 @@ impl WebSocketAcceptor {
     /// Refuse upgrades the gate refuses: 503 with Retry-After, before any WebSocket work.
     pub fn with_admission(mut self, admission: Arc<Admission>) -> Self {
         self.admission = Some(admission);
+        self
+    }
+
+    /// Advertise these receive windows instead of qmux 0.5.3's defaults.
+    pub fn with_windows(mut self, windows: ReceiveWindows) -> Self {
+        self.windows = Some(windows);
         self
     }
 
@@ -213,11 +223,15 @@ impl WebSocketAcceptor {
                 .into_response();
         };
         let tx = self.tx.clone();
+        let windows = self.windows;
         ws.protocols([subprotocol])
             .max_message_size(MAX_WS_MESSAGE)
             .max_frame_size(MAX_WS_MESSAGE)
             .on_upgrade(move |socket| async move {
-                let config = Config::new(wire, Framing::Message, Side::Server);
+                let mut config = Config::new(wire, Framing::Message, Side::Server);
+                if let Some(windows) = windows {
+                    windows.apply_qmux(&mut config);
+                }
                 let transport = super::start(config, WsCarrier::new(socket), Some(alpn.clone()));
                 tracing::debug!(?remote, %wire, %alpn, %path, "accepted WebSocket session");
                 let accepted = QmuxAccepted {

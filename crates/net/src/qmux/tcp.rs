@@ -13,6 +13,7 @@ use tokio::task::JoinHandle;
 use super::carrier::ByteCarrier;
 use super::server::{QmuxAccepted, QmuxBinding};
 use crate::admission::Admission;
+use crate::window::ReceiveWindows;
 
 /// How long a TCP client has to send its transport parameters.
 pub const TCP_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -29,14 +30,15 @@ pub struct QmuxTcpListener {
 
 impl QmuxTcpListener {
     /// Listen on `addr`, serving these moq ALPNs (most preferred first); connections the
-    /// admission gate refuses are closed at once.
+    /// admission gate refuses are closed at once; `windows` replaces moq-tokio's.
     pub async fn bind<S: AsRef<str>>(
         addr: SocketAddr,
         alpns: &[S],
         admission: Option<Arc<Admission>>,
+        windows: Option<ReceiveWindows>,
     ) -> std::io::Result<Self> {
         let listener = TcpListener::bind(addr).await?;
-        Ok(Self::from_listener(listener, alpns, admission))
+        Ok(Self::from_listener(listener, alpns, admission, windows))
     }
 
     /// Serve on an already bound listener.
@@ -44,6 +46,7 @@ impl QmuxTcpListener {
         listener: TcpListener,
         alpns: &[S],
         admission: Option<Arc<Admission>>,
+        windows: Option<ReceiveWindows>,
     ) -> Self {
         let local = listener
             .local_addr()
@@ -51,7 +54,7 @@ impl QmuxTcpListener {
         let alpns: Arc<Vec<String>> =
             Arc::new(alpns.iter().map(|a| a.as_ref().to_owned()).collect());
         let (tx, rx) = mpsc::channel(ACCEPT_BACKLOG);
-        let task = tokio::spawn(accept_loop(listener, alpns, admission, tx));
+        let task = tokio::spawn(accept_loop(listener, alpns, admission, windows, tx));
         Self {
             local,
             accepted: Mutex::new(rx),
@@ -82,6 +85,7 @@ async fn accept_loop(
     listener: TcpListener,
     alpns: Arc<Vec<String>>,
     admission: Option<Arc<Admission>>,
+    windows: Option<ReceiveWindows>,
     tx: mpsc::Sender<QmuxAccepted>,
 ) {
     loop {
@@ -109,8 +113,11 @@ async fn accept_loop(
         let alpns = alpns.clone();
         let tx = tx.clone();
         tokio::spawn(async move {
-            let config = Config::moq_tokio(TCP_WIRE, Framing::ByteStream, Side::Server)
+            let mut config = Config::moq_tokio(TCP_WIRE, Framing::ByteStream, Side::Server)
                 .with_application_protocols(&alpns);
+            if let Some(windows) = windows {
+                windows.apply_qmux(&mut config);
+            }
             let transport = super::start(config, ByteCarrier::new(stream), None);
             match tokio::time::timeout(TCP_HANDSHAKE_TIMEOUT, transport.established()).await {
                 Ok(Ok(())) => {

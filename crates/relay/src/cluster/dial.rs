@@ -34,6 +34,8 @@ pub(crate) struct Mesh {
     pub max_hops: usize,
     pub metrics: RelayMetrics,
     pub sessions: SessionRegistry,
+    /// Receive windows of the links we dial (as of the listeners).
+    pub receive_windows: starling_net::ReceiveWindows,
 }
 
 /// Why one attempt on a link ended.
@@ -62,11 +64,12 @@ pub(crate) fn start(
         return Ok(None);
     }
     let alpns: Vec<&str> = mesh.versions.iter().map(|v| v.alpn()).collect();
-    let quic = QuicConfig {
+    let mut quic = QuicConfig {
         idle_timeout: config.peer_idle_timeout,
         keep_alive: Some(config.peer_keep_alive),
         ..QuicConfig::default()
     };
+    mesh.receive_windows.apply_quic(&mut quic);
     let identity = match &config.connect_identity {
         Some((cert, key)) => Some(
             starling_net::TlsCertificate::load_pem(cert, key)

@@ -62,6 +62,12 @@ pub struct SessionStatus {
     pub groups_out: u64,
     pub bytes_in_per_sec: f64,
     pub bytes_out_per_sec: f64,
+    /// The connection's receive budget: bytes held in incomplete units, the most held at
+    /// once, the budget, and streams evicted for it.
+    pub receive_held: usize,
+    pub receive_peak: usize,
+    pub receive_limit: usize,
+    pub receive_evicted: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -225,6 +231,7 @@ impl Sampler {
                     .copied()
                     .unwrap_or_default()
             };
+            let budget = entry.session.budget();
             list.push(SessionStatus {
                 id: info.id,
                 remote: info.remote.to_string(),
@@ -243,6 +250,10 @@ impl Sampler {
                 groups_out: load(&stats.groups_sent),
                 bytes_in_per_sec: rate_in,
                 bytes_out_per_sec: rate_out,
+                receive_held: budget.held,
+                receive_peak: budget.peak,
+                receive_limit: budget.limit,
+                receive_evicted: budget.evicted,
             });
         }
         Sessions {
