@@ -1,4 +1,5 @@
-//! Reads moq-lite units from one receive stream, charging partial units to the receive budget.
+//! Reads moq-lite units from one receive stream, charging partial units to the receive budget
+//! (by the buffer's allocation, so growth is paid for too).
 
 use bytes::{Bytes, BytesMut};
 use starling_proto::{
@@ -19,6 +20,8 @@ pub(crate) struct Reader<R: RecvStream> {
     version: Version,
     account: Account,
     charged: usize,
+    /// The size the buffer is filling up to, when a payload's size is known.
+    expected: Option<usize>,
     fin: bool,
 }
 
@@ -31,6 +34,7 @@ impl<R: RecvStream> Reader<R> {
             version,
             account: budget.account(rank),
             charged: 0,
+            expected: None,
             fin: false,
         }
     }
@@ -51,10 +55,7 @@ impl<R: RecvStream> Reader<R> {
         };
         match read {
             Some(chunk) => {
-                if !self.account.try_charge(chunk.len()) {
-                    return Err(Error::Stream(StreamCode::Evicted));
-                }
-                self.charged += chunk.len();
+                self.grow(chunk.len())?;
                 self.buf.extend_from_slice(&chunk);
                 Ok(true)
             }
@@ -65,10 +66,46 @@ impl<R: RecvStream> Reader<R> {
         }
     }
 
+    /// Make room for `more` bytes, charging the allocation before it is made: what the
+    /// buffer allocates is what it costs, so a peer dribbling a unit in small chunks gets no
+    /// more than its budget through growth. Growth doubles, but never past a payload whose
+    /// size is known.
+    fn grow(&mut self, more: usize) -> Result<(), Error> {
+        let needed = self.buf.len() + more;
+        if needed <= self.buf.capacity() {
+            return Ok(());
+        }
+        let doubled = (self.buf.capacity() * 2).max(needed);
+        let capacity = match self.expected {
+            Some(expected) if expected >= needed => doubled.min(expected),
+            _ => doubled,
+        };
+        if capacity > self.charged {
+            if !self.account.try_charge(capacity - self.charged) {
+                return Err(Error::Stream(StreamCode::Evicted));
+            }
+            self.charged = capacity;
+        }
+        let mut next = BytesMut::with_capacity(capacity);
+        next.extend_from_slice(&self.buf);
+        self.buf = next;
+        Ok(())
+    }
+
+    /// A unit was handed on: charge only what the buffer still holds for the next one.
     fn settle(&mut self) {
-        if self.charged > self.buf.len() {
-            self.account.release(self.charged - self.buf.len());
-            self.charged = self.buf.len();
+        if self.buf.is_empty() {
+            // Let go of the allocation (what was split off travels on, counted elsewhere).
+            self.buf = BytesMut::new();
+        }
+        let held = if self.buf.is_empty() {
+            0
+        } else {
+            self.buf.capacity()
+        };
+        if self.charged > held {
+            self.account.release(self.charged - held);
+            self.charged = held;
         }
     }
 
@@ -123,11 +160,15 @@ impl<R: RecvStream> Reader<R> {
 
     /// Exactly `size` payload bytes; a FIN inside them is `WrongSize`.
     pub async fn payload(&mut self, size: usize) -> Result<Bytes, Error> {
+        // Growth stops at exactly this payload (plus what already follows it).
+        self.expected = Some(size);
         while self.buf.len() < size {
             if !self.fill().await? {
+                self.expected = None;
                 return Err(Error::Stream(StreamCode::WrongSize));
             }
         }
+        self.expected = None;
         let payload = self.buf.split_to(size).freeze();
         self.settle();
         Ok(payload)

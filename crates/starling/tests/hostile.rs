@@ -1,0 +1,401 @@
+//! The hostile-peer suite (issue 10): a real `starling relay` process, an honest publisher and
+//! subscriber (the witness, which must see every frame without a gap), and clients that
+//! misbehave on purpose over real sockets. For each case the hostile session is closed, its
+//! streams stopped or its connection refused with the right code, and the relay's resident
+//! memory (read from /proc) stays under the bound the test states.
+
+#[path = "../../relay/tests/common/mod.rs"]
+mod common;
+#[path = "../../relay/tests/witness/mod.rs"]
+mod witness;
+
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, UdpSocket};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use starling_net::QuicTransport;
+use starling_proto::{
+    encode_message, AnnounceRequest, Path, Role, SessionCode, Setup, StreamCode, Version,
+};
+use starling_session::random_hop;
+use starling_transport::{RecvStream, SendStream, Transport, TransportError};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use url::Url;
+
+use common::{dial, within};
+use witness::{assert_alive, send_uni, setup_bytes, witness};
+
+const BIN: &str = env!("CARGO_BIN_EXE_starling");
+const MIB: u64 = 1 << 20;
+/// The connection window the relay runs with: the smallest that holds a 32 MiB frame.
+const WINDOW_MIB: u64 = 33;
+/// Most the relay's RSS may grow over its settled size during a case.
+const RSS_GROWTH_BOUND: u64 = 200 * MIB;
+
+/// A `starling relay` child process on loopback, killed when dropped.
+struct RelayProcess {
+    child: Child,
+    url: Url,
+    http: SocketAddr,
+    internal: SocketAddr,
+}
+
+impl RelayProcess {
+    fn start(extra: &[&str]) -> Self {
+        starling_net::tls::install_default_provider();
+        let port = free_udp_port();
+        let internal = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let window = format!("{WINDOW_MIB}MiB");
+        let mut args = vec![
+            "relay".to_string(),
+            "--bind".into(),
+            format!("127.0.0.1:{port}"),
+            "--internal-listen".into(),
+            internal.to_string(),
+            "--receive-window".into(),
+            window,
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let mut child = Command::new(BIN)
+            .args(&args)
+            .env("RUST_LOG", "warn,starling::relay=info")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        loop {
+            match lines.next() {
+                Some(Ok(line)) if line.contains("relay listening") => break,
+                Some(_) => {}
+                None => panic!("relay exited before listening"),
+            }
+        }
+        // Keep draining the log so the relay never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        RelayProcess {
+            child,
+            url: Url::parse(&format!("moqt://127.0.0.1:{port}/")).unwrap(),
+            http: format!("127.0.0.1:{port}").parse().unwrap(),
+            internal,
+        }
+    }
+
+    /// Resident memory now, from /proc.
+    fn rss(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+        line.split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            * 1024
+    }
+
+    async fn metrics(&self) -> String {
+        let response = reqwest::get(format!("http://{}/metrics", self.internal))
+            .await
+            .unwrap();
+        response.text().await.unwrap()
+    }
+
+    async fn metric(&self, series: &str) -> f64 {
+        let text = self.metrics().await;
+        text.lines()
+            .find_map(|line| {
+                let (name, value) = line.rsplit_once(' ')?;
+                (name == series).then(|| value.parse().unwrap())
+            })
+            .unwrap_or_else(|| panic!("no {series} in\n{text}"))
+    }
+}
+
+impl Drop for RelayProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_udp_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A raw QUIC session that has sent a subscriber's SETUP (so the relay asks it nothing) and
+/// received the relay's.
+async fn hostile(url: &Url) -> QuicTransport {
+    let transport = dial(url, Version::Lite06).await;
+    let mut setup = Setup::new();
+    setup.set_hop(Some(random_hop())).unwrap();
+    setup.set_role(Some(Role::Subscriber));
+    send_uni(&transport, &setup_bytes(&setup)).await;
+    let _relay_setup = within(transport.accept_uni()).await.unwrap();
+    transport
+}
+
+/// Run `work` within `limit`, failing the test instead of hanging.
+async fn bounded<T>(limit: Duration, work: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(limit, work)
+        .await
+        .expect("hostile case took too long")
+}
+
+/// The relay's RSS stayed within the bound over `settled`.
+fn assert_rss_bounded(relay: &RelayProcess, settled: u64, case: &str) {
+    let rss = relay.rss();
+    assert!(
+        rss <= settled + RSS_GROWTH_BOUND,
+        "{case}: relay RSS {} MiB, settled at {} MiB (bound +{} MiB)",
+        rss / MIB,
+        settled / MIB,
+        RSS_GROWTH_BOUND / MIB
+    );
+}
+
+fn announce_request() -> Bytes {
+    let mut request = BytesMut::new();
+    request.put_u8(0x01);
+    encode_message(
+        &AnnounceRequest {
+            prefix: Path::empty(),
+            exclude_hop: 0,
+        },
+        Version::Lite06,
+        &mut request,
+    )
+    .unwrap();
+    request.freeze()
+}
+
+/// Streams and bytes: partial units filling the window, ten thousand one-byte streams,
+/// oversized lengths and varints.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stream_abuse_is_evicted_or_refused_and_the_witness_keeps_flowing() {
+    let relay = RelayProcess::start(&[]);
+    let witness = witness(&relay.url).await;
+    let settled = relay.rss();
+
+    // Partial group headers on 640 streams (a 60 KiB header promised, never finished):
+    // 38 MiB offered into a 33 MiB window. The oldest header-less streams are evicted;
+    // an honest request on the same connection is still answered.
+    let bad = hostile(&relay.url).await;
+    let mut streams = Vec::new();
+    bounded(Duration::from_secs(60), async {
+        for _ in 0..640 {
+            let mut stream = bad.open_uni().await.unwrap();
+            let mut head = BytesMut::new();
+            head.put_u8(0x00); // GROUP
+            head.put_slice(&[0x80, 0x00, 0xfc, 0x00]); // header length 64512
+            head.put_slice(&[0u8; 60 * 1024]);
+            // A stream already evicted refuses the write: that is the point.
+            let _ = stream.write(head.freeze()).await;
+            streams.push(stream);
+        }
+    })
+    .await;
+    let code = within(streams[0].stopped()).await;
+    assert_eq!(
+        code,
+        Ok(Some(StreamCode::Evicted.to_code())),
+        "oldest evicted"
+    );
+    assert!(
+        relay
+            .metric("starling_receive_budget_evictions_total")
+            .await
+            > 0.0
+    );
+    assert!(relay.metric("starling_receive_budget_peak_bytes").await <= (WINDOW_MIB * MIB) as f64);
+    assert_alive(&bad, announce_request()).await;
+    assert_rss_bounded(&relay, settled, "partial units");
+    drop(streams);
+    drop(bad);
+
+    // Ten thousand streams of one byte each, all left open.
+    let bad = hostile(&relay.url).await;
+    let mut streams = Vec::new();
+    bounded(Duration::from_secs(120), async {
+        for _ in 0..10_000 {
+            let mut stream = bad.open_uni().await.unwrap();
+            stream.write(Bytes::from_static(&[0x00])).await.unwrap();
+            streams.push(stream);
+        }
+    })
+    .await;
+    assert_alive(&bad, announce_request()).await;
+    assert_rss_bounded(&relay, settled, "ten thousand streams");
+    drop(streams);
+    drop(bad);
+
+    // Oversized lengths and varints: a SUBSCRIBE claiming 2^62 - 1 bytes is refused on its
+    // stream; so is a stream type no varint-sized code names; the session lives on.
+    let bad = hostile(&relay.url).await;
+    let (mut send, mut recv) = bad.open_bi().await.unwrap();
+    send.write(Bytes::from_static(&[
+        0x02, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+    ]))
+    .await
+    .unwrap();
+    match within(recv.read(64)).await {
+        Err(TransportError::Reset(_)) => {}
+        other => panic!("an oversized SUBSCRIBE resets its stream, got {other:?}"),
+    }
+    let (mut send, mut recv) = bad.open_bi().await.unwrap();
+    send.write(Bytes::from_static(&[0xff; 8])).await.unwrap();
+    match within(recv.read(64)).await {
+        Err(TransportError::Reset(_)) => {}
+        other => panic!("an unknown stream type resets its stream, got {other:?}"),
+    }
+    assert_alive(&bad, announce_request()).await;
+    drop(bad);
+
+    let received = witness.finish().await;
+    assert!(received > 0, "the witness kept receiving");
+    assert_rss_bounded(&relay, settled, "stream abuse");
+}
+
+/// Requests: an interest flood past the per-session bound, and a subscriber that never reads
+/// what it asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_floods_are_bounded_and_the_witness_keeps_flowing() {
+    let relay = RelayProcess::start(&[]);
+    let witness = witness(&relay.url).await;
+    let settled = relay.rss();
+
+    // 1100 announce interests on one session: 1024 are served, the rest reset EVICTED.
+    let bad = hostile(&relay.url).await;
+    let mut interests = Vec::new();
+    for _ in 0..1100 {
+        let (mut send, recv) = bad.open_bi().await.unwrap();
+        send.write(announce_request()).await.unwrap();
+        interests.push((send, recv));
+    }
+    let mut refused = 0;
+    let mut served = 0;
+    for (_, recv) in &mut interests {
+        match within(recv.read(1024)).await {
+            Ok(Some(_)) => served += 1,
+            Err(TransportError::Reset(code)) if code == StreamCode::Evicted.to_code() => {
+                refused += 1
+            }
+            other => panic!("an interest is answered or refused, got {other:?}"),
+        }
+    }
+    assert_eq!((served, refused), (1024, 76));
+    drop(interests);
+    drop(bad);
+
+    // A subscriber that never reads: it asks for the witness's track and never accepts a
+    // group stream. The relay skips it (TOO_FAR_BEHIND) instead of queueing for it.
+    let bad = hostile(&relay.url).await;
+    let (mut send, _recv) = bad.open_bi().await.unwrap();
+    send.write(witness::subscribe_bytes(1, "good", "seq"))
+        .await
+        .unwrap();
+    within(async {
+        loop {
+            if relay.metric("starling_slow_subscriber_skips_total").await > 0.0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert_rss_bounded(&relay, settled, "a subscriber that never reads");
+    drop(bad);
+
+    let received = witness.finish().await;
+    assert!(received > 0, "the witness kept receiving");
+}
+
+/// Connections: a SETUP that never comes, a connection flood past the per-address bound,
+/// and an HTTP slowloris.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_abuse_is_refused_and_the_witness_keeps_flowing() {
+    let relay = RelayProcess::start(&[
+        "--limit-loopback",
+        "--max-sessions-per-ip",
+        "64",
+        "--max-handshakes-per-ip",
+        "1000",
+    ]);
+    let witness = witness(&relay.url).await;
+    let settled = relay.rss();
+
+    // A client that connects and never sends SETUP is closed at the handshake deadline.
+    let silent = dial(&relay.url, Version::Lite06).await;
+    let silent_closed = tokio::spawn(async move {
+        match tokio::time::timeout(Duration::from_secs(20), silent.closed()).await {
+            Ok(TransportError::ClosedByPeer { code, .. }) => code,
+            other => panic!("a silent client is closed by the relay, got {other:?}"),
+        }
+    });
+
+    // Slowloris: 200 HTTP connections dribbling a request head; the API still answers.
+    let mut slow = Vec::new();
+    for _ in 0..200 {
+        let mut stream = tokio::net::TcpStream::connect(relay.http).await.unwrap();
+        stream
+            .write_all(b"GET /health HTTP/1.1\r\nHost: relay\r\nX-Slow: ")
+            .await
+            .unwrap();
+        slow.push(stream);
+    }
+    let health = reqwest::get(format!("http://{}/health", relay.http))
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+
+    // A connection flood: 100 more sessions from this address, which may hold 64 (the
+    // witness and the silent client hold three).
+    let mut held = Vec::new();
+    let mut refusals = 0;
+    for _ in 0..100 {
+        let client = starling_net::Client::new(
+            starling_net::ClientConfig::default()
+                .with_alpns(&[Version::Lite06.alpn()])
+                .with_tls(starling_net::TlsVerify::Disabled),
+        )
+        .unwrap();
+        match within(client.connect(&relay.url)).await {
+            Ok(connected) => held.push(connected),
+            Err(err) => {
+                assert!(err.to_string().contains("refused"), "{err}");
+                refusals += 1;
+            }
+        }
+    }
+    assert!(refusals >= 39, "{refusals} of 100 refused");
+    assert_eq!(
+        relay
+            .metric("starling_connections_refused_total{reason=\"source_sessions\"}")
+            .await,
+        refusals as f64
+    );
+    drop(held);
+
+    assert_eq!(
+        within(silent_closed).await.unwrap(),
+        SessionCode::ControlTimeout.to_code(),
+        "silent client closed with CONTROL_TIMEOUT"
+    );
+    // By now (past the 10 s head deadline) the slowloris connections are cut.
+    for stream in &mut slow {
+        let mut rest = Vec::new();
+        within(stream.read_to_end(&mut rest)).await.unwrap();
+    }
+    let received = witness.finish().await;
+    assert!(received > 0, "the witness kept receiving");
+    assert_rss_bounded(&relay, settled, "connection abuse");
+}
