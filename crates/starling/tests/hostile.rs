@@ -25,7 +25,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use url::Url;
 
 use common::{dial, within};
-use witness::{assert_alive, send_uni, setup_bytes, witness};
+use witness::{assert_alive, closed_code, send_uni, setup_bytes, witness};
 
 const BIN: &str = env!("CARGO_BIN_EXE_starling");
 const MIB: u64 = 1 << 20;
@@ -398,4 +398,109 @@ async fn connection_abuse_is_refused_and_the_witness_keeps_flowing() {
     let received = witness.finish().await;
     assert!(received > 0, "the witness kept receiving");
     assert_rss_bounded(&relay, settled, "connection abuse");
+}
+
+/// A publisher and a WebSocket client: an announce flood past the per-stream bound, and a
+/// WebSocket message sent in one-byte fragments past the message bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publisher_and_websocket_abuse_is_cut_and_the_witness_keeps_flowing() {
+    use starling_proto::{encode_typed, AnnounceOk, Announcement, Hops, RouteCost};
+    let relay = RelayProcess::start(&[]);
+    let witness = witness(&relay.url).await;
+    let settled = relay.rss();
+
+    // A publisher answers the relay's announce request with 70 000 broadcasts; the bound is
+    // 65 536 per stream. Its session is closed and every route it made goes with it.
+    let bad = dial(&relay.url, Version::Lite06).await;
+    let mut setup = Setup::new();
+    setup.set_hop(Some(random_hop())).unwrap();
+    setup.set_role(Some(Role::Publisher));
+    send_uni(&bad, &setup_bytes(&setup)).await;
+    let (mut send, mut recv) = within(bad.accept_bi()).await.unwrap();
+    let _request = within(recv.read(1024)).await.unwrap();
+    let mut flood = BytesMut::new();
+    encode_message(&AnnounceOk::default(), Version::Lite06, &mut flood).unwrap();
+    let announced = bounded(Duration::from_secs(60), async {
+        for n in 0..70_000u32 {
+            let start = Announcement::Start {
+                suffix: Path::new(&format!("flood/{n}")).unwrap(),
+                hops: Hops::from_vec(Vec::new()).unwrap(),
+                cost: RouteCost { warm: 0, cold: 0 },
+            };
+            encode_typed(&start, Version::Lite06, &mut flood).unwrap();
+            if flood.len() > 64 * 1024 && send.write(flood.split().freeze()).await.is_err() {
+                return n;
+            }
+        }
+        let _ = send.write(flood.split().freeze()).await;
+        70_000
+    })
+    .await;
+    assert!(
+        announced >= 65_536,
+        "the relay took {announced} before stopping the stream"
+    );
+    let code = closed_code(&bad).await;
+    assert_ne!(code, SessionCode::NoError.to_code(), "closed for the flood");
+    within(async {
+        // The witness's broadcast is all that is left.
+        while relay.metric("starling_broadcasts").await != 1.0 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert_rss_bounded(&relay, settled, "announce flood");
+
+    // One-byte WebSocket fragments: a message never finished, past the 1 MiB message bound.
+    let mut ws = tokio::net::TcpStream::connect(relay.http).await.unwrap();
+    ws.write_all(
+        b"GET / HTTP/1.1\r\nHost: relay\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+          Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+          Sec-WebSocket-Protocol: qmux-01.moq-lite-06\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        within(ws.read_exact(&mut byte)).await.unwrap();
+        head.push(byte[0]);
+    }
+    assert!(
+        head.starts_with(b"HTTP/1.1 101"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    // A binary frame without FIN, then continuations: each a masked one-byte frame.
+    let fragment = |opcode: u8| [opcode, 0x81, 0, 0, 0, 0, 0x55];
+    let mut frames = Vec::with_capacity(7 * 4096);
+    let mut sent = 0usize;
+    let cut = bounded(Duration::from_secs(120), async {
+        let mut first = true;
+        while sent <= (1 << 20) + 4096 {
+            frames.clear();
+            for _ in 0..4096 {
+                frames.extend_from_slice(&fragment(if first { 0x02 } else { 0x00 }));
+                first = false;
+            }
+            if ws.write_all(&frames).await.is_err() {
+                return true;
+            }
+            sent += 4096;
+        }
+        // Past the bound: the relay closes the connection (a close frame, then EOF).
+        let mut rest = Vec::new();
+        tokio::time::timeout(Duration::from_secs(10), ws.read_to_end(&mut rest))
+            .await
+            .is_ok()
+    })
+    .await;
+    assert!(
+        cut,
+        "the relay cuts a message past 1 MiB ({sent} fragments sent)"
+    );
+    assert_rss_bounded(&relay, settled, "one-byte WebSocket fragments");
+
+    let received = witness.finish().await;
+    assert!(received > 0, "the witness kept receiving");
 }

@@ -73,6 +73,8 @@ pub async fn witness(url: &Url) -> Witness {
     let sub_origin = Origin::new();
     let mut config = SessionConfig::new(random_hop());
     config.consume = Some(sub_origin.clone());
+    // Only its own broadcast: floods of other announcements are not the witness's to carry.
+    config.announce_prefixes = vec![Path::new("good").unwrap()];
     let subscriber = session(url, Version::Lite06, Role::Subscriber, config).await;
     let good = Path::new("good").unwrap();
     let interest = sub_origin.interest(Path::empty()).unwrap();

@@ -1,0 +1,212 @@
+//! Seed inputs for every target, built with the encoders from the values the golden tests
+//! use: each target starts from valid messages of every kind and mutates from there.
+//! `scripts/fuzz.sh` writes them into `fuzz/corpus/<target>/` before fuzzing.
+
+use bytes::{Bytes, BytesMut};
+use starling_proto::{
+    encode_frame_header, encode_message, encode_typed, Announce, AnnounceOk, AnnounceRequest,
+    AnnounceStatus, Announcement, Datagram, Fetch, FrameHeader, Goaway, GroupHeader, Hops, Message,
+    Path, Probe, ProbeLevel, Role, RouteCost, Setup, Subscribe, SubscribeResponse, SubscribeUpdate,
+    Track, TrackInfo, TypedMessage, Version,
+};
+
+/// (target, input) pairs.
+pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
+    let mut out = Vec::new();
+    for (v, version) in Version::SUPPORTED.iter().enumerate() {
+        let selector = |kind: u8| ((v as u8) << 4) | kind;
+        let mut message = |kind: u8, encode: &dyn Fn(&mut BytesMut) -> bool| {
+            let mut buf = BytesMut::new();
+            if encode(&mut buf) {
+                let mut input = vec![selector(kind)];
+                input.extend_from_slice(&buf);
+                out.push(("lite_message", input));
+            }
+        };
+        let version = *version;
+        fn plain<M: Message>(m: &M, version: Version, buf: &mut BytesMut) -> bool {
+            encode_message(m, version, buf).is_ok()
+        }
+        fn typed<M: TypedMessage>(m: &M, version: Version, buf: &mut BytesMut) -> bool {
+            encode_typed(m, version, buf).is_ok()
+        }
+        let path = Path::new("room/alice").unwrap();
+        let hops = Hops::from_vec(vec![7, 9]).unwrap();
+        let mut setup = Setup::new();
+        let _ = setup.set_hop(Some(12345));
+        setup.set_role(Some(Role::Subscriber));
+        setup.set_path(Some("/room?jwt=abc"));
+        setup.set_probe(ProbeLevel::Report);
+        message(0, &|b| plain(&setup, version, b));
+        message(1, &|b| {
+            plain(
+                &AnnounceRequest {
+                    prefix: Path::new("room").unwrap(),
+                    exclude_hop: 3,
+                },
+                version,
+                b,
+            )
+        });
+        message(2, &|b| plain(&AnnounceOk::default(), version, b));
+        message(3, &|b| {
+            plain(
+                &Announce {
+                    status: AnnounceStatus::Active,
+                    suffix: path.clone(),
+                    hops: hops.clone(),
+                },
+                version,
+                b,
+            )
+        });
+        for announcement in [
+            Announcement::Start {
+                suffix: path.clone(),
+                hops: hops.clone(),
+                cost: RouteCost { warm: 1, cold: 2 },
+            },
+            Announcement::End { id: 4 },
+            Announcement::Update {
+                id: 0,
+                hops: hops.clone(),
+                cost: RouteCost { warm: 3, cold: 5 },
+            },
+        ] {
+            message(4, &|b| typed(&announcement, version, b));
+        }
+        message(5, &|b| {
+            plain(
+                &Subscribe {
+                    id: 1,
+                    broadcast: path.clone(),
+                    track: "video".into(),
+                    priority: 2,
+                    max_age_ms: 1000,
+                    group_start: Some(3),
+                    group_end: Some(9),
+                    frame_start: 1,
+                    frame_end: Some(4),
+                },
+                version,
+                b,
+            )
+        });
+        message(6, &|b| plain(&SubscribeUpdate::default(), version, b));
+        for response in [
+            SubscribeResponse::Start { group: 5 },
+            SubscribeResponse::End { group: 9 },
+            SubscribeResponse::Drop {
+                start: 1,
+                end: 2,
+                error: 3,
+            },
+        ] {
+            message(7, &|b| typed(&response, version, b));
+        }
+        message(8, &|b| plain(&Track::default(), version, b));
+        message(9, &|b| plain(&TrackInfo::default(), version, b));
+        message(10, &|b| plain(&GroupHeader::default(), version, b));
+        message(11, &|b| plain(&Fetch::default(), version, b));
+        message(12, &|b| plain(&Probe::default(), version, b));
+        message(13, &|b| plain(&Goaway::default(), version, b));
+
+        let mut buf = BytesMut::new();
+        let header = FrameHeader {
+            timestamp_delta: -40,
+            size: 1200,
+        };
+        if encode_frame_header(&header, version, &mut buf).is_ok() {
+            let mut input = vec![v as u8];
+            input.extend_from_slice(&buf);
+            out.push(("frame_header", input));
+        }
+        let datagram = Datagram {
+            subscribe_id: 1,
+            sequence: 2,
+            timestamp: 3,
+            payload: Bytes::from_static(b"hello"),
+        };
+        let mut buf = BytesMut::new();
+        if datagram.encode(version, &mut buf).is_ok() {
+            let mut input = vec![v as u8];
+            input.extend_from_slice(&buf);
+            out.push(("datagram", input));
+        }
+    }
+    out.push((
+        "qmux_params",
+        starling_qmux::TransportParams::default().encode().to_vec(),
+    ));
+    for frame in qmux_seed_frames() {
+        let mut buf = BytesMut::new();
+        frame.encode(&mut buf);
+        out.push(("qmux_frames", buf.to_vec()));
+    }
+    for text in [
+        r#"{"kty":"oct","alg":"HS256","k":"c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LXNlY3JldA","kid":"a"}"#,
+        "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJyb290Ijoicm9vbSJ9.sig",
+        "room/**",
+        "room/*/video",
+    ] {
+        out.push(("auth", text.as_bytes().to_vec()));
+    }
+    for text in ["room/alice", "/a//b/", "c/1/open/.hidden"] {
+        out.push(("paths", text.as_bytes().to_vec()));
+    }
+    for input in session_seeds() {
+        out.push(("session", input));
+    }
+    out
+}
+
+/// Whole-session inputs (see crate::session for the op codes): a subscription to the honest
+/// track read while groups are published; an announce interest; a stuck group header.
+fn session_seeds() -> Vec<Vec<u8>> {
+    let mut subscribe = BytesMut::new();
+    subscribe.extend_from_slice(&[0x02]);
+    let _ = encode_message(
+        &Subscribe {
+            id: 1,
+            broadcast: Path::new("good").unwrap(),
+            track: "seq".into(),
+            ..Subscribe::default()
+        },
+        Version::Lite06,
+        &mut subscribe,
+    );
+    let mut interest = BytesMut::new();
+    interest.extend_from_slice(&[0x01]);
+    let _ = encode_message(&AnnounceRequest::default(), Version::Lite06, &mut interest);
+    let open_bi = |bytes: &[u8]| {
+        let mut op = vec![1, bytes.len() as u8];
+        op.extend_from_slice(bytes);
+        op
+    };
+    let mut subscribed = open_bi(&subscribe);
+    subscribed.extend_from_slice(&[7, 7, 5, 0, 6, 10, 7, 5, 0]);
+    let mut listening = open_bi(&interest);
+    listening.extend_from_slice(&[5, 0, 7, 5, 0, 3, 0]);
+    let stuck = vec![0, 5, 0x00, 0x80, 0x00, 0xf0, 0x00, 2, 0, 3, 1, 2, 3, 6, 200];
+    vec![subscribed, listening, stuck]
+}
+
+fn qmux_seed_frames() -> Vec<starling_qmux::Frame> {
+    use starling_qmux::{Frame, StreamFrame, StreamId};
+    let id = StreamId(4);
+    vec![
+        Frame::Padding,
+        Frame::Stream(StreamFrame {
+            id,
+            offset: Some(10),
+            data: Bytes::from_static(b"data"),
+            fin: true,
+            explicit_len: true,
+        }),
+        Frame::ResetStream {
+            id,
+            code: 7,
+            final_size: 14,
+        },
+    ]
+}

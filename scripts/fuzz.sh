@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Fuzz every target in fuzz/ with cargo-fuzz (libFuzzer, nightly toolchain), one after
+# another, for SECONDS each (default 60), or for RUNS executions each when RUNS is set.
+# The seeds (golden encodings, crates/fuzzing/src/seeds.rs) are written into
+# fuzz/corpus/<target>/ first; what a run finds is merged back with libFuzzer's -merge=1
+# (only inputs that add coverage), so the committed corpus stays small. A crash stops the script: its input is kept under
+# fuzz/artifacts/<target>/; copy it to fuzz/corpus/<target>/regression-<what> once fixed,
+# and the stable suite (crates/fuzzing/tests/corpus.rs) replays it from then on.
+#
+#   scripts/fuzz.sh [SECONDS]              # every target, SECONDS each
+#   RUNS=10000000 scripts/fuzz.sh          # every target, 10 M executions each
+#   TARGETS="lite_message qmux_frames" scripts/fuzz.sh 300
+#
+# Each target's executions and findings are appended to target/fuzz/summary.txt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SECONDS_EACH="${1:-60}"
+TARGETS="${TARGETS:-lite_message frame_header datagram qmux_frames qmux_params auth paths session}"
+OUT=target/fuzz
+mkdir -p "$OUT"
+
+if ! command -v cargo-fuzz >/dev/null; then
+  cargo install cargo-fuzz --locked
+fi
+cargo run -q -p starling-fuzzing --bin fuzz-seeds -- fuzz/corpus
+
+cd fuzz
+for target in $TARGETS; do
+  work="../$OUT/$target"
+  rm -rf "$work" && mkdir -p "$work"
+  if [ -n "${RUNS:-}" ]; then
+    limit=(-runs="$RUNS")
+  else
+    limit=(-max_total_time="$SECONDS_EACH")
+  fi
+  echo "=== $target (${RUNS:-${SECONDS_EACH}s})"
+  started=$(date +%s)
+  # New inputs go to a scratch directory; the committed corpus is read-only input here.
+  cargo +nightly fuzz run -O "$target" "$work" "corpus/$target" -- \
+    "${limit[@]}" -max_len=4096 -print_final_stats=1 2>&1 | tee "$work.log" | grep -E "^(#[0-9]+.*DONE|==|stat::number_of_executed_units)" || true
+  if grep -q "SUMMARY: \|panicked at" "$work.log"; then
+    echo "=== $target: CRASH, see fuzz/artifacts/$target and $work.log"
+    exit 1
+  fi
+  execs=$(grep -oE "stat::number_of_executed_units: [0-9]+" "$work.log" | grep -oE "[0-9]+$" || echo 0)
+  # Merge what was found back into the committed corpus: only inputs adding coverage.
+  cargo +nightly fuzz run -O "$target" "corpus/$target" "$work" -- -merge=1 >/dev/null 2>&1 || true
+  echo "$(date -u +%FT%TZ) $target executions=$execs seconds=$(( $(date +%s) - started )) corpus=$(ls "corpus/$target" | wc -l) crashes=0" \
+    | tee -a "../$OUT/summary.txt"
+done
