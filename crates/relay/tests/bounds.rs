@@ -7,7 +7,7 @@ mod http_support;
 use bytes::Bytes;
 use common::{bind_relay, session, within};
 use http_support::{get, sample, Publisher};
-use starling_model::{Frame, Origin, StartAt, TrackInfo};
+use starling_model::{Frame, StartAt, TrackInfo};
 use starling_proto::{Path, Role, Version};
 use starling_relay::{CacheLimit, RelayConfig};
 use starling_session::{random_hop, SessionConfig};
@@ -41,19 +41,8 @@ async fn all_tracks_together_stay_within_the_cache_budget() {
     let tracks: Vec<_> = (0..TRACKS)
         .map(|i| publisher.track(index, &format!("t{i}"), info))
         .collect();
-    let sub_origin = Origin::new();
-    let mut config = SessionConfig::new(random_hop());
-    config.consume = Some(sub_origin.clone());
-    let _subscriber = session(&url, Version::Lite06, Role::Subscriber, config).await;
     http_support::routed(&origin, &["room/big"]).await;
-    let interest = sub_origin.interest(Path::empty()).unwrap();
-    let mut changed = Vec::new();
-    let broadcast = loop {
-        if let Some(b) = sub_origin.consume(&Path::new("room/big").unwrap(), None) {
-            break b;
-        }
-        within(interest.changed(&mut changed)).await;
-    };
+    let (_subscriber, broadcast) = common::subscribed_broadcast(&url, "room/big").await;
     let mut readers: Vec<_> = (0..TRACKS)
         .map(|i| {
             broadcast
@@ -109,14 +98,7 @@ fn admission(max_sessions: usize, per_source_rate: u32) -> starling_net::Admissi
 
 /// A QUIC connect that fails: its error text.
 async fn refused_connect(url: &url::Url) -> String {
-    use starling_net::{Client, ClientConfig, TlsVerify};
-    let client = Client::new(
-        ClientConfig::default()
-            .with_alpns(&[Version::Lite06.alpn()])
-            .with_tls(TlsVerify::Disabled),
-    )
-    .unwrap();
-    match within(client.connect(url)).await {
+    match within(common::quic_client(Version::Lite06).connect(url)).await {
         Ok(_) => panic!("connected past the bound"),
         Err(err) => err.to_string(),
     }
@@ -192,13 +174,10 @@ async fn a_source_opening_too_fast_is_refused() {
     // slow machine could take a third of a second for the three: then one more refills).
     let mut refusals = 0;
     for _ in 0..3 {
-        let client = starling_net::Client::new(
-            starling_net::ClientConfig::default()
-                .with_alpns(&[Version::Lite06.alpn()])
-                .with_tls(starling_net::TlsVerify::Disabled),
-        )
-        .unwrap();
-        if within(client.connect(&url)).await.is_err() {
+        if within(common::quic_client(Version::Lite06).connect(&url))
+            .await
+            .is_err()
+        {
             refusals += 1;
         }
     }

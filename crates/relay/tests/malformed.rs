@@ -97,24 +97,7 @@ async fn malformed_clients_are_closed_and_others_keep_flowing() {
         other => panic!("unknown stream type should be reset, got {other:?}"),
     }
     // Still alive: an announce interest on the same session is answered.
-    let (mut send, mut recv) = odd.open_bi().await.unwrap();
-    let mut request = BytesMut::new();
-    request.put_u8(0x01);
-    encode_message(
-        &AnnounceRequest {
-            prefix: Path::empty(),
-            exclude_hop: 0,
-        },
-        Version::Lite06,
-        &mut request,
-    )
-    .unwrap();
-    send.write(request.freeze()).await.unwrap();
-    let ok = within(recv.read(1024)).await.unwrap().unwrap();
-    assert!(
-        !ok.is_empty(),
-        "ANNOUNCE_OK arrives on the surviving session"
-    );
+    witness::assert_alive(&odd, witness::announce_request()).await;
 
     let _ = witness.stop.send(true);
     let received = within(witness.checker).await.unwrap();

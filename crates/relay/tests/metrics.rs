@@ -7,10 +7,10 @@ mod http_support;
 
 use std::time::Duration;
 
-use common::{bind_relay, session, within};
+use common::{bind_relay, within};
 use http_support::{get, sample, write_group, Publisher};
-use starling_model::{Origin, StartAt, TrackInfo};
-use starling_proto::{Path, Role, Version};
+use starling_model::{StartAt, TrackInfo};
+use starling_proto::{Role, Version};
 use starling_relay::{AuthConfig, RelayConfig};
 use starling_session::{random_hop, SessionConfig};
 
@@ -38,19 +38,8 @@ async fn metrics_count_what_flowed() {
     let index = publisher.broadcast("room/alice");
     let track = publisher.track(index, "video", TrackInfo::default());
 
-    let sub_origin = Origin::new();
-    let mut config = SessionConfig::new(random_hop());
-    config.consume = Some(sub_origin.clone());
-    let _subscriber = session(&url, Version::Lite06, Role::Subscriber, config).await;
     http_support::routed(&origin, &["room/alice"]).await;
-    let interest = sub_origin.interest(Path::empty()).unwrap();
-    let mut changed = Vec::new();
-    let broadcast = loop {
-        if let Some(b) = sub_origin.consume(&Path::new("room/alice").unwrap(), None) {
-            break b;
-        }
-        within(interest.changed(&mut changed)).await;
-    };
+    let (_subscriber, broadcast) = common::subscribed_broadcast(&url, "room/alice").await;
     let mut reader = broadcast
         .subscribe_track("video", StartAt::default())
         .unwrap();

@@ -5,7 +5,7 @@ mod common;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use common::*;
-use starling_proto::{encode_message, AnnounceRequest, Path, Role, StreamCode, Version};
+use starling_proto::{Role, StreamCode, Version};
 use starling_transport::{RecvStream, SendStream, Transport, TransportError};
 
 const BUDGET: usize = 256 * 1024;
@@ -53,18 +53,7 @@ async fn incomplete_units_are_bounded_by_the_receive_budget() {
 
     // The session still serves control streams.
     let (mut send, mut recv) = client.open_bi().await.unwrap();
-    let mut request = BytesMut::new();
-    request.put_u8(0x01);
-    encode_message(
-        &AnnounceRequest {
-            prefix: Path::empty(),
-            exclude_hop: 0,
-        },
-        version,
-        &mut request,
-    )
-    .unwrap();
-    send.write(request.freeze()).await.unwrap();
+    send.write(announce_request_bytes(version)).await.unwrap();
     let ok: Result<Option<Bytes>, TransportError> = tokio::time::timeout(TIMEOUT, recv.read(1024))
         .await
         .unwrap();
@@ -101,18 +90,7 @@ async fn request_streams_rank_as_header_less_until_their_type_is_decoded() {
     .expect("the stuck streams fill the budget");
 
     let (mut send, mut recv) = client.open_bi().await.unwrap();
-    let mut request = BytesMut::new();
-    request.put_u8(0x01);
-    encode_message(
-        &AnnounceRequest {
-            prefix: Path::empty(),
-            exclude_hop: 0,
-        },
-        version,
-        &mut request,
-    )
-    .unwrap();
-    send.write(request.freeze()).await.unwrap();
+    send.write(announce_request_bytes(version)).await.unwrap();
     let answer = tokio::time::timeout(TIMEOUT, recv.read(1024))
         .await
         .unwrap();

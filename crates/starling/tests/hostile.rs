@@ -16,16 +16,14 @@ use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use starling_net::QuicTransport;
-use starling_proto::{
-    encode_message, AnnounceRequest, Path, Role, SessionCode, Setup, StreamCode, Version,
-};
+use starling_proto::{encode_message, Path, Role, SessionCode, Setup, StreamCode, Version};
 use starling_session::random_hop;
 use starling_transport::{RecvStream, SendStream, Transport, TransportError};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use url::Url;
 
 use common::{dial, within};
-use witness::{assert_alive, closed_code, send_uni, setup_bytes, witness};
+use witness::{announce_request, assert_alive, closed_code, send_uni, setup_bytes, witness};
 
 const BIN: &str = env!("CARGO_BIN_EXE_starling");
 const MIB: u64 = 1 << 20;
@@ -161,21 +159,6 @@ fn assert_rss_bounded(relay: &RelayProcess, settled: u64, case: &str) {
         settled / MIB,
         RSS_GROWTH_BOUND / MIB
     );
-}
-
-fn announce_request() -> Bytes {
-    let mut request = BytesMut::new();
-    request.put_u8(0x01);
-    encode_message(
-        &AnnounceRequest {
-            prefix: Path::empty(),
-            exclude_hop: 0,
-        },
-        Version::Lite06,
-        &mut request,
-    )
-    .unwrap();
-    request.freeze()
 }
 
 /// Streams and bytes: partial units filling the window, ten thousand one-byte streams,
@@ -362,13 +345,7 @@ async fn connection_abuse_is_refused_and_the_witness_keeps_flowing() {
     let mut held = Vec::new();
     let mut refusals = 0;
     for _ in 0..100 {
-        let client = starling_net::Client::new(
-            starling_net::ClientConfig::default()
-                .with_alpns(&[Version::Lite06.alpn()])
-                .with_tls(starling_net::TlsVerify::Disabled),
-        )
-        .unwrap();
-        match within(client.connect(&relay.url)).await {
+        match within(common::quic_client(Version::Lite06).connect(&relay.url)).await {
             Ok(connected) => held.push(connected),
             Err(err) => {
                 assert!(err.to_string().contains("refused"), "{err}");

@@ -43,15 +43,22 @@ pub async fn start_relay() -> Url {
     url
 }
 
-/// A raw QUIC connection offering only `version`.
-pub async fn dial(url: &Url, version: Version) -> QuicTransport {
-    let client = Client::new(
+/// A QUIC client offering only `version`, trusting any certificate.
+pub fn quic_client(version: Version) -> Client {
+    Client::new(
         ClientConfig::default()
             .with_alpns(&[version.alpn()])
             .with_tls(TlsVerify::Disabled),
     )
-    .unwrap();
-    within(client.connect(url)).await.unwrap().transport
+    .unwrap()
+}
+
+/// A raw QUIC connection offering only `version`.
+pub async fn dial(url: &Url, version: Version) -> QuicTransport {
+    within(quic_client(version).connect(url))
+        .await
+        .unwrap()
+        .transport
 }
 
 /// A Starling session to the relay in `role`.
@@ -69,4 +76,24 @@ pub async fn session(
     within(Session::connect(transport, version, setup, config))
         .await
         .unwrap()
+}
+
+/// A subscriber session on the relay and the broadcast at `path` once it hears of it.
+pub async fn subscribed_broadcast(
+    url: &Url,
+    path: &str,
+) -> (Session<QuicTransport>, starling_model::BroadcastConsumer) {
+    let origin = starling_model::Origin::new();
+    let mut config = SessionConfig::new(starling_session::random_hop());
+    config.consume = Some(origin.clone());
+    let subscriber = session(url, Version::Lite06, Role::Subscriber, config).await;
+    let interest = origin.interest(starling_proto::Path::empty()).unwrap();
+    let path = starling_proto::Path::new(path).unwrap();
+    let mut changed = Vec::new();
+    loop {
+        if let Some(broadcast) = origin.consume(&path, None) {
+            return (subscriber, broadcast);
+        }
+        within(interest.changed(&mut changed)).await;
+    }
 }

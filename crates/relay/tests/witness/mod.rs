@@ -199,3 +199,19 @@ pub fn subscribe_bytes(id: u64, broadcast: &str, track: &str) -> Bytes {
     .unwrap();
     bytes.freeze()
 }
+
+/// An announce interest's stream opening: type, then ANNOUNCE_REQUEST for everything.
+pub fn announce_request() -> Bytes {
+    let mut request = BytesMut::new();
+    request.put_u8(0x01);
+    encode_message(
+        &starling_proto::AnnounceRequest {
+            prefix: Path::empty(),
+            exclude_hop: 0,
+        },
+        Version::Lite06,
+        &mut request,
+    )
+    .unwrap();
+    request.freeze()
+}

@@ -320,3 +320,20 @@ pub async fn read_frames(
         }
     }
 }
+
+/// An announce interest's stream opening: type, then ANNOUNCE_REQUEST for everything.
+pub fn announce_request_bytes(version: Version) -> bytes::Bytes {
+    use bytes::BufMut;
+    let mut request = bytes::BytesMut::new();
+    request.put_u8(0x01);
+    starling_proto::encode_message(
+        &starling_proto::AnnounceRequest {
+            prefix: Path::empty(),
+            exclude_hop: 0,
+        },
+        version,
+        &mut request,
+    )
+    .unwrap();
+    request.freeze()
+}
