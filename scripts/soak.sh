@@ -34,6 +34,7 @@ fi
 CACHE="${STARLING_CACHE:-$HOME/.cache/starling}"
 MOQ_RELAY="${STARLING_MOQ_RELAY:-$CACHE/moq-relay-0.17.10/bin/moq-relay}"
 cargo build --release --locked -q -p starling -p starling-loadgen
+BUILT=$(git rev-parse --short HEAD)
 STARLING=target/release/starling
 LOAD=target/release/starling-load
 
@@ -121,7 +122,7 @@ echo
 # Summary: per relay, the first, midpoint and last-minute medians, the second-half growth.
 half=$((DURATION / 2))
 {
-  echo "Soak of ${DURATION}s, $(date -u +%F), Starling $(git rev-parse --short HEAD), samples every 10 s."
+  echo "Soak of ${DURATION}s, $(date -u +%F), Starling $BUILT, samples every 10 s."
   echo "relay        rss_start_mib  rss_mid_mib  rss_end_mib  growth_second_half  fds_mid  fds_end"
   for relay in $RELAYS; do
     awk -F, -v r="$relay" -v half="$half" -v end="$DURATION" '
