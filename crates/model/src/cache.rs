@@ -80,8 +80,7 @@ impl CacheBudget {
         self.used.load(Ordering::Relaxed)
     }
 
-    /// Member tracks with cached groups (index entries, some possibly of dropped tracks
-    /// not yet swept).
+    /// Member tracks with cached groups (a dropped track leaves the index as it goes).
     pub fn tracks(&self) -> usize {
         self.index.lock().len()
     }
@@ -131,7 +130,7 @@ impl CacheBudget {
                     return;
                 };
                 if let Some(track) = track.upgrade() {
-                    track.give_up_stalest(stamp, self);
+                    track.give_up_stalest(stamp);
                 }
             }
             drop(shrinking);

@@ -185,7 +185,7 @@ impl TrackShared {
 
     /// The relay-wide budget is over and this track was registered under `stamp`: give up
     /// the oldest cached group if it is that stalest one, and re-register under what is left.
-    pub(crate) fn give_up_stalest(self: &Arc<Self>, stamp: u64, budget: &CacheBudget) {
+    pub(crate) fn give_up_stalest(self: &Arc<Self>, stamp: u64) {
         let Some(cache) = &self.cache else {
             return;
         };
@@ -200,7 +200,7 @@ impl TrackShared {
         }
         if let Some(next) = state.groups.keys().next().copied() {
             state.budget_key = Some(next);
-            budget.enter(next, cache.id, Arc::downgrade(self));
+            cache.budget.enter(next, cache.id, Arc::downgrade(self));
         }
     }
 
