@@ -20,6 +20,10 @@ pub enum ModelError {
     Expired(u64),
     #[error("too many {0}")]
     TooMany(&'static str),
+    #[error("a frame's payload does not match its declared size")]
+    WrongSize,
+    #[error("a frame is still arriving")]
+    FrameIncomplete,
 }
 
 impl ModelError {
@@ -32,6 +36,7 @@ impl ModelError {
             ModelError::DuplicateGroup(_) => StreamCode::Cancelled,
             ModelError::Expired(_) => StreamCode::Old,
             ModelError::TooMany(_) => StreamCode::Internal,
+            ModelError::WrongSize | ModelError::FrameIncomplete => StreamCode::WrongSize,
         }
     }
 }

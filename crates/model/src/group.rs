@@ -4,6 +4,12 @@
 //! consumer walks the same vector at its own index. A group ends finished or aborted with a
 //! moq-lite stream code, which readers see once they have read every frame before it.
 //!
+//! A frame larger than one read may arrive in pieces: the producer starts it with its declared
+//! size (`begin_frame`), which is checked against the group limits and charged to the track's
+//! cache at once, then appends its payload (`write_chunk`). Readers see it once it is whole.
+//! The relay hands every piece to the group as it arrives, so a connection's receive budget
+//! never holds more than a small unit of any stream (see the session's reader).
+//!
 //! A group of a *resumable* track (a relay's front, see `front.rs`) outlives the source that
 //! was writing it: when that source is lost mid-group, the group is orphaned instead of
 //! aborted, readers wait inside it, and the next source continues it at the first frame not
@@ -13,7 +19,7 @@ use std::future::poll_fn;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
 use starling_proto::StreamCode;
 
@@ -114,6 +120,23 @@ impl Group {
     }
 }
 
+/// A frame begun with `begin_frame` whose payload is still arriving.
+#[derive(Debug)]
+struct PendingFrame {
+    timestamp: u64,
+    size: usize,
+    /// Bytes of it written so far.
+    received: usize,
+    payload: BytesMut,
+    /// A resumed group's frame the group already holds: its bytes are dropped.
+    skipped: bool,
+}
+
+/// The allocation a pending frame starts with; it doubles from there, never past the
+/// declared size, so a peer declaring a large frame and sending little of it makes the relay
+/// allocate little.
+const PENDING_START: usize = 64 * 1024;
+
 /// Writes frames into a group. Dropping it without `finish` aborts the group as cancelled.
 #[derive(Debug)]
 pub struct GroupProducer {
@@ -127,6 +150,8 @@ pub struct GroupProducer {
     skip: usize,
     /// Ending the group is up to the next source (it belongs to a resumable track).
     resumable: bool,
+    /// A frame arriving in pieces.
+    pending: Option<PendingFrame>,
 }
 
 impl GroupProducer {
@@ -141,6 +166,7 @@ impl GroupProducer {
             track,
             skip: 0,
             resumable: false,
+            pending: None,
         }
     }
 
@@ -163,41 +189,138 @@ impl GroupProducer {
     /// Append one frame. Refused past the group limits (frame size, frame count, group bytes)
     /// or after the group ended.
     pub fn write_frame(&mut self, frame: Frame) -> Result<(), ModelError> {
+        if self.pending.is_some() {
+            return Err(ModelError::FrameIncomplete);
+        }
         if self.skip > 0 {
             self.skip -= 1;
             return Ok(());
         }
         let size = frame.payload.len();
         let timestamp = frame.timestamp;
-        {
-            let mut state = self.group.state.lock();
-            if let Some(end) = state.end {
-                return Err(match end {
-                    Ok(()) => ModelError::Ended,
-                    Err(code) => ModelError::Aborted(code),
-                });
-            }
-            if size > self.limits.max_frame_bytes {
-                return Err(ModelError::FrameTooLarge(size));
-            }
-            if state.frames.len() >= self.limits.max_group_frames
-                || state.bytes + size > self.limits.max_group_bytes
-            {
-                return Err(ModelError::GroupTooLarge);
-            }
-            state.bytes += size;
-            state.frames.push(frame);
-            state.waiters.wake_all();
+        self.admit(size)?;
+        self.push(frame)?;
+        self.account(size, timestamp);
+        Ok(())
+    }
+
+    /// Start a frame of `size` bytes whose payload follows in pieces (`write_chunk`). The
+    /// size is checked against the group limits and charged to the cache now; readers see
+    /// the frame once its last byte is written.
+    pub fn begin_frame(&mut self, timestamp: u64, size: usize) -> Result<(), ModelError> {
+        if self.pending.is_some() {
+            return Err(ModelError::FrameIncomplete);
         }
-        if let Some((track, arrival)) = &self.track {
-            track.on_frame(*arrival, size, timestamp);
+        let skipped = self.skip > 0;
+        if skipped {
+            self.skip -= 1;
+        } else {
+            self.admit(size)?;
+            self.account(size, timestamp);
+        }
+        self.pending = Some(PendingFrame {
+            timestamp,
+            size,
+            received: 0,
+            payload: BytesMut::new(),
+            skipped,
+        });
+        if size == 0 {
+            self.complete()?;
         }
         Ok(())
     }
 
-    /// End the group cleanly after the frames written so far.
+    /// Append the next piece of the frame begun with `begin_frame`; the frame is published
+    /// once `size` bytes have come. More than the declared size is `WrongSize`.
+    pub fn write_chunk(&mut self, chunk: &[u8]) -> Result<(), ModelError> {
+        let pending = self.pending.as_mut().ok_or(ModelError::WrongSize)?;
+        let received = pending.received + chunk.len();
+        if received > pending.size {
+            return Err(ModelError::WrongSize);
+        }
+        pending.received = received;
+        if !pending.skipped {
+            let payload = &mut pending.payload;
+            if received > payload.capacity() {
+                let grown = (payload.capacity() * 2)
+                    .max(PENDING_START)
+                    .max(received)
+                    .min(pending.size);
+                payload.reserve(grown - payload.len());
+            }
+            payload.extend_from_slice(chunk);
+        }
+        if received == pending.size {
+            self.complete()?;
+        }
+        Ok(())
+    }
+
+    /// The pending frame has all its bytes: publish it (a skipped one is dropped).
+    fn complete(&mut self) -> Result<(), ModelError> {
+        let Some(pending) = self.pending.take() else {
+            return Ok(());
+        };
+        if pending.skipped {
+            return Ok(());
+        }
+        self.push(Frame {
+            timestamp: pending.timestamp,
+            payload: pending.payload.freeze(),
+        })
+    }
+
+    /// Whether one more frame of `size` bytes fits the group and its limits.
+    fn admit(&self, size: usize) -> Result<(), ModelError> {
+        let state = self.group.state.lock();
+        if let Some(end) = state.end {
+            return Err(match end {
+                Ok(()) => ModelError::Ended,
+                Err(code) => ModelError::Aborted(code),
+            });
+        }
+        if size > self.limits.max_frame_bytes {
+            return Err(ModelError::FrameTooLarge(size));
+        }
+        if state.frames.len() >= self.limits.max_group_frames
+            || state.bytes + size > self.limits.max_group_bytes
+        {
+            return Err(ModelError::GroupTooLarge);
+        }
+        Ok(())
+    }
+
+    /// Publish an admitted frame to the readers.
+    fn push(&mut self, frame: Frame) -> Result<(), ModelError> {
+        let mut state = self.group.state.lock();
+        if let Some(end) = state.end {
+            return Err(match end {
+                Ok(()) => ModelError::Ended,
+                Err(code) => ModelError::Aborted(code),
+            });
+        }
+        state.bytes += frame.payload.len();
+        state.frames.push(frame);
+        state.waiters.wake_all();
+        Ok(())
+    }
+
+    /// Charge an admitted frame to the track's cache.
+    fn account(&self, size: usize, timestamp: u64) {
+        if let Some((track, arrival)) = &self.track {
+            track.on_frame(*arrival, size, timestamp);
+        }
+    }
+
+    /// End the group cleanly after the frames written so far. A frame still missing bytes
+    /// ends it with WRONG_SIZE instead.
     pub fn finish(mut self) {
         self.resumable = false;
+        if self.pending.is_some() {
+            self.group.abort(StreamCode::WrongSize);
+            return;
+        }
         let mut state = self.group.state.lock();
         if state.end.is_none() {
             state.end = Some(Ok(()));

@@ -121,8 +121,10 @@ fn a_lost_source_hands_the_track_over_without_gap_or_duplicate() {
     assert_eq!(read(&mut group).as_deref(), Some(&b"f0"[..]));
     assert_eq!(read(&mut group).as_deref(), Some(&b"f1"[..]));
 
-    // The session dies mid-group: the group waits open, the track goes to the same
-    // publisher's other route, never to another publisher's.
+    // The session dies mid-group, inside a frame arriving in pieces: the group waits open,
+    // the track goes to the same publisher's other route, never to another publisher's.
+    g0.begin_frame(20, 2).unwrap();
+    g0.write_chunk(b"f").unwrap();
     g0.source_lost();
     drop(track);
     request.source_lost();
@@ -134,11 +136,17 @@ fn a_lost_source_hands_the_track_over_without_gap_or_duplicate() {
     let track = request.track().clone();
     assert_eq!(track.resume_point(), Some(0), "from the unfinished group");
 
-    // The new source sends group 0 from its first frame: what is held is skipped.
+    // The new source sends group 0 from its first frame: what is held is skipped, whole or
+    // in pieces, and the frame that was half in is written again whole.
     let mut again = track.create_group(0).unwrap();
-    for (ts, payload) in [(0, "f0"), (10, "f1"), (20, "f2")] {
-        again.write_frame(frame(ts, payload)).unwrap();
-    }
+    again.write_frame(frame(0, "f0")).unwrap();
+    again.begin_frame(10, 2).unwrap();
+    again.write_chunk(b"f").unwrap();
+    again.write_chunk(b"1").unwrap();
+    again.begin_frame(20, 2).unwrap();
+    again.write_chunk(b"f").unwrap();
+    assert_eq!(read(&mut group), None, "not whole yet");
+    again.write_chunk(b"2").unwrap();
     again.finish();
     assert_eq!(read(&mut group).as_deref(), Some(&b"f2"[..]));
     assert!(matches!(group.poll_frame(&mut cx), Poll::Ready(Ok(None))));

@@ -158,11 +158,12 @@ impl CacheLimit {
 
 impl RelayConfig {
     /// The connection window must hold the largest unit the relay buffers whole before
-    /// handing it on (a frame with its header, a control message), or such a unit could
-    /// never complete: refused at start, naming the setting.
+    /// handing it on (a control message, or a frame small enough to be read whole; larger
+    /// frames go to their group piece by piece), or such a unit could never complete:
+    /// refused at start, naming the setting.
     pub fn check_receive_window(&self) -> Result<(), crate::RelayError> {
         // A frame header: the type-less size and timestamp varints, at most 16 bytes.
-        let frame = self.model_limits.max_frame_bytes as u64 + 16;
+        let frame = starling_session::WHOLE_FRAME_BYTES as u64 + 16;
         let control = self.session_limits.max_control_message as u64 + 16;
         let window = self.receive_windows.connection;
         for (unit, largest) in [("a frame", frame), ("a control message", control)] {

@@ -1,9 +1,14 @@
 //! Frames on a group or FETCH stream (docs/wire.md §4.8-4.9): each frame is a header (its
 //! timestamp as a delta from the previous frame's, then its size) and its payload. One writer
 //! and one reader of that encoding, shared by subscriptions and fetches on both sides.
+//!
+//! The reader hands every frame to its group. A small frame, or one already read whole, goes
+//! in one piece; a larger one goes piece by piece as it arrives, so the receive budget never
+//! holds more of a stream than a small frame, whatever the number of streams and the size of
+//! their frames.
 
 use bytes::Bytes;
-use starling_model::Frame;
+use starling_model::{Frame, GroupProducer};
 use starling_proto::{limits, FrameHeader, StreamCode};
 use starling_transport::{RecvStream, SendStream};
 
@@ -40,7 +45,11 @@ impl FrameWriter {
     }
 }
 
-/// Reads frames, adding up their timestamp deltas.
+/// Frames up to this size are read whole before they go to their group; larger ones go in
+/// pieces. Every stream may hold one such frame in the receive budget.
+pub const WHOLE_FRAME_BYTES: usize = 16 * 1024;
+
+/// Reads frames, adding up their timestamp deltas, into their group.
 #[derive(Debug)]
 pub(crate) struct FrameReader {
     timestamp: u64,
@@ -56,12 +65,13 @@ impl FrameReader {
         }
     }
 
-    /// The next frame; `None` at the stream's clean end. A delta taking the timestamp below
-    /// zero or past 2^64 is TIMESTAMP_MISMATCH.
-    pub(crate) async fn next<R: RecvStream>(
+    /// Read the next frame into `group`: its payload size, or `None` at the stream's clean
+    /// end. A delta taking the timestamp below zero or past 2^64 is TIMESTAMP_MISMATCH.
+    pub(crate) async fn read_into<R: RecvStream>(
         &mut self,
         reader: &mut Reader<R>,
-    ) -> Result<Option<Frame>, Error> {
+        group: &mut GroupProducer,
+    ) -> Result<Option<usize>, Error> {
         let Some(header) = reader.frame_header(self.max_frame).await? else {
             return Ok(None);
         };
@@ -69,11 +79,20 @@ impl FrameReader {
             .timestamp
             .checked_add_signed(header.timestamp_delta)
             .ok_or(Error::Stream(StreamCode::TimestampMismatch))?;
-        let payload: Bytes = reader.payload(header.size as usize).await?;
-        Ok(Some(Frame {
-            timestamp: self.timestamp,
-            payload,
-        }))
+        let size = header.size as usize;
+        if size <= WHOLE_FRAME_BYTES || reader.buffered() >= size {
+            let payload: Bytes = reader.payload(size).await?;
+            group.write_frame(Frame {
+                timestamp: self.timestamp,
+                payload,
+            })?;
+        } else {
+            group.begin_frame(self.timestamp, size)?;
+            reader
+                .payload_into(size, |piece| Ok(group.write_chunk(piece)?))
+                .await?;
+        }
+        Ok(Some(size))
     }
 }
 

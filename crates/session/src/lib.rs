@@ -18,4 +18,5 @@ mod writer;
 pub use budget::{Account, BudgetStats, Rank, RecvBudget};
 pub use config::{random_hop, Access, SessionConfig, SessionLimits};
 pub use error::Error;
+pub use frames::WHOLE_FRAME_BYTES;
 pub use session::{Accepting, ClientSetup, PeerSetup, Session, SessionStats};

@@ -1,5 +1,8 @@
 //! Reads moq-lite units from one receive stream, charging partial units to the receive budget
 //! (by the buffer's allocation, so growth is paid for too).
+//!
+//! A payload too large to wait for whole (`payload_into`) is not buffered here: each piece goes
+//! to its sink as it arrives, so the budget holds at most one small unit per stream.
 
 use bytes::{Bytes, BytesMut};
 use starling_proto::{
@@ -13,6 +16,10 @@ use crate::error::Error;
 
 /// Most bytes taken from the transport per read.
 const READ_CHUNK: usize = 64 * 1024;
+
+/// A buffer holding the start of a unit keeps its allocation up to twice this (or twice what
+/// it holds); a larger one is traded for one the size of what it holds.
+const REMNANT_KEEP: usize = 4 * 1024;
 
 pub(crate) struct Reader<R: RecvStream> {
     stream: R,
@@ -97,6 +104,12 @@ impl<R: RecvStream> Reader<R> {
         if self.buf.is_empty() {
             // Let go of the allocation (what was split off travels on, counted elsewhere).
             self.buf = BytesMut::new();
+        } else if self.buf.capacity() > 2 * self.buf.len().max(REMNANT_KEEP) {
+            // The start of the next unit at the tail of a large read: move it to a buffer of
+            // its own size, so a stream waiting for the rest holds (and is charged) only that.
+            let mut remnant = BytesMut::with_capacity(self.buf.len());
+            remnant.extend_from_slice(&self.buf);
+            self.buf = remnant;
         }
         let held = if self.buf.is_empty() {
             0
@@ -174,6 +187,48 @@ impl<R: RecvStream> Reader<R> {
         Ok(payload)
     }
 
+    /// Bytes already read past the last unit.
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Exactly `size` payload bytes, handed to `sink` piece by piece as they arrive instead of
+    /// buffered whole; nothing past the payload is read. A FIN inside it is `WrongSize`.
+    pub async fn payload_into(
+        &mut self,
+        size: usize,
+        mut sink: impl FnMut(&[u8]) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        let held = self.buf.len().min(size);
+        if held > 0 {
+            sink(&self.buf[..held])?;
+            let _ = self.buf.split_to(held);
+            self.settle();
+        }
+        let mut remaining = size - held;
+        while remaining > 0 {
+            let read = tokio::select! {
+                read = self.stream.read(remaining.min(READ_CHUNK)) => read?,
+                _ = self.account.evicted() => return Err(Error::Stream(StreamCode::Evicted)),
+            };
+            let Some(chunk) = read else {
+                self.fin = true;
+                return Err(Error::Stream(StreamCode::WrongSize));
+            };
+            if chunk.len() > remaining {
+                // More than asked for: keep what follows the payload for the next unit.
+                sink(&chunk[..remaining])?;
+                let rest = &chunk[remaining..];
+                self.grow(rest.len())?;
+                self.buf.extend_from_slice(rest);
+                break;
+            }
+            sink(&chunk)?;
+            remaining -= chunk.len();
+        }
+        Ok(())
+    }
+
     /// Wait for the peer's FIN; any further byte is a protocol error.
     pub async fn finished(&mut self) -> Result<(), Error> {
         if !self.buf.is_empty() || self.fill().await? {
@@ -184,5 +239,54 @@ impl<R: RecvStream> Reader<R> {
 
     pub fn stop(&mut self, code: u32) {
         self.stream.stop(code);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use starling_proto::encode_frame_header;
+    use starling_transport::mem::pair;
+    use starling_transport::{SendStream, Transport};
+
+    fn frame(size: usize) -> BytesMut {
+        let mut out = BytesMut::new();
+        let header = FrameHeader {
+            timestamp_delta: 0,
+            size: size as u64,
+        };
+        encode_frame_header(&header, Version::Lite06, &mut out).unwrap();
+        out.extend_from_slice(&vec![7u8; size]);
+        out
+    }
+
+    /// A read that doubled the buffer and ends just into the next unit leaves only that
+    /// start charged, not the doubled allocation: with hundreds of streams each waiting on a
+    /// small remnant, the budget holds the remnants.
+    #[tokio::test]
+    async fn a_remnant_of_a_large_read_is_charged_at_its_own_size() {
+        let (a, b) = pair();
+        let mut send = a.open_uni().await.unwrap();
+        let budget = RecvBudget::new(1 << 20);
+        let recv = b.accept_uni().await.unwrap();
+        let mut reader = Reader::new(recv, Version::Lite06, &budget, Rank::Unknown);
+        let first = frame(16_000);
+        let split = first.len() - 1000;
+        send.write(first.clone().split_to(split).freeze())
+            .await
+            .unwrap();
+        let header = reader.frame_header(1 << 20).await.unwrap().unwrap();
+        // The rest of the frame and the start of the next arrive in one read, which doubles
+        // the buffer.
+        let mut rest = BytesMut::from(&first[split..]);
+        rest.extend_from_slice(&frame(16_000)[..500]);
+        send.write(rest.freeze()).await.unwrap();
+        reader.payload(header.size as usize).await.unwrap();
+        assert_eq!(reader.buffered(), 500);
+        assert!(
+            budget.used() <= 2 * REMNANT_KEEP,
+            "{} bytes charged for a 500-byte remnant",
+            budget.used()
+        );
     }
 }

@@ -73,7 +73,8 @@ pub struct RelayArgs {
     #[arg(long)]
     max_track_name: Option<usize>,
     /// What a peer may have in flight unread on one connection, and hold there in incomplete
-    /// messages and frames (default 64MiB; at least the largest frame plus its header).
+    /// messages and small frames (default 64MiB; at least the largest control message, 64KiB,
+    /// plus its header).
     /// Applies to QUIC, WebTransport and QMux alike.
     #[arg(long, value_parser = size_arg)]
     receive_window: Option<u64>,
@@ -654,20 +655,21 @@ mod tests {
     }
 
     #[test]
-    fn a_receive_window_below_the_largest_frame_is_refused_naming_the_setting() {
+    fn a_receive_window_below_the_largest_whole_unit_is_refused_naming_the_setting() {
         let err = build(RelayArgs {
-            receive_window: Some(1 << 20),
+            receive_window: Some(32 << 10),
             ..Default::default()
         })
         .unwrap_err()
         .to_string();
         assert!(
-            err.contains("--receive-window") && err.contains("frame"),
+            err.contains("--receive-window") && err.contains("control message"),
             "{err}"
         );
-        // The default frame bound is 32 MiB: a 33 MiB window holds one with its header.
+        // Frames larger than a window go to their group in pieces, so a window far below
+        // the 32 MiB frame bound is fine.
         assert!(build(RelayArgs {
-            receive_window: Some(33 << 20),
+            receive_window: Some(1 << 20),
             ..Default::default()
         })
         .is_ok());

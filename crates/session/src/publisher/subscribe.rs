@@ -154,7 +154,7 @@ pub(crate) async fn subscribe<T: Transport>(
         &shared.served_subscriptions,
         limits.max_served_subscriptions,
     )
-    .ok_or(Error::Stream(StreamCode::Internal))?;
+    .ok_or(Error::Bound("served subscriptions"))?;
     let track = resolve(
         shared,
         &msg.broadcast,

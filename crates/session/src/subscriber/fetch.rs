@@ -49,9 +49,7 @@ async fn run<T: Transport>(
     writer.message(&request).await?;
     // Our side stays open until the response completes (docs/wire.md §4.9).
     let mut frames = FrameReader::new(shared.config.model_limits.max_frame_bytes as u64);
-    while let Some(frame) = frames.next(&mut reader).await? {
-        group.write_frame(frame)?;
-    }
+    while frames.read_into(&mut reader, group).await?.is_some() {}
     // The response is complete; the peer may already have stopped our side.
     let _ = writer.finish();
     Ok(())

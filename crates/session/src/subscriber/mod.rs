@@ -326,14 +326,12 @@ pub(crate) async fn group<T: Transport>(shared: &Arc<Shared<T>>, reader: &mut Re
     shared.stats.groups_received.fetch_add(1, Ordering::Relaxed);
     let mut frames = FrameReader::new(shared.config.model_limits.max_frame_bytes as u64);
     let result: Result<(), Error> = async {
-        while let Some(frame) = frames.next(reader).await? {
-            let size = frame.payload.len() as u64;
-            group.write_frame(frame)?;
+        while let Some(size) = frames.read_into(reader, &mut group).await? {
             shared.stats.frames_received.fetch_add(1, Ordering::Relaxed);
             shared
                 .stats
                 .bytes_received
-                .fetch_add(size, Ordering::Relaxed);
+                .fetch_add(size as u64, Ordering::Relaxed);
         }
         Ok(())
     }

@@ -1,0 +1,144 @@
+//! Frames whose payload arrives in pieces: begun with their declared size, published whole,
+//! charged to the cache when they begin, bounded by the group limits before any byte.
+
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use futures::task::noop_waker;
+use starling_model::{Frame, GroupConsumer, Limits, ModelError, StartAt, TrackInfo, TrackProducer};
+use starling_proto::StreamCode;
+
+fn track(limits: Limits) -> TrackProducer {
+    let info = TrackInfo {
+        priority: 0,
+        max_age_ms: 3_600_000,
+        timescale: 1000,
+    };
+    TrackProducer::new("t", Some(info), limits)
+}
+
+fn poll_frame(reader: &mut GroupConsumer) -> Poll<Result<Option<Frame>, StreamCode>> {
+    let waker = noop_waker();
+    reader.poll_frame(&mut Context::from_waker(&waker))
+}
+
+#[test]
+fn a_frame_in_pieces_is_seen_once_whole() {
+    let track = track(Limits::default());
+    let mut group = track.create_group(0).unwrap();
+    let mut reader = group.consume();
+    group.begin_frame(7, 10).unwrap();
+    group.write_chunk(b"0123").unwrap();
+    assert!(poll_frame(&mut reader).is_pending(), "not whole yet");
+    group.write_chunk(b"456").unwrap();
+    group.write_chunk(b"789").unwrap();
+    let Poll::Ready(Ok(Some(frame))) = poll_frame(&mut reader) else {
+        panic!("the whole frame is readable");
+    };
+    assert_eq!(frame.timestamp, 7);
+    assert_eq!(frame.payload, Bytes::from_static(b"0123456789"));
+    // A whole frame may follow a pieced one.
+    group
+        .write_frame(Frame {
+            timestamp: 8,
+            payload: Bytes::from_static(b"x"),
+        })
+        .unwrap();
+    group.finish();
+    assert!(matches!(poll_frame(&mut reader), Poll::Ready(Ok(Some(_)))));
+    assert!(matches!(poll_frame(&mut reader), Poll::Ready(Ok(None))));
+}
+
+#[test]
+fn the_declared_size_is_checked_and_charged_before_any_byte() {
+    let limits = Limits {
+        max_frame_bytes: 1000,
+        max_group_bytes: 1500,
+        ..Limits::default()
+    };
+    let track = track(limits);
+    let mut group = track.create_group(0).unwrap();
+    assert!(matches!(
+        group.begin_frame(0, 1001),
+        Err(ModelError::FrameTooLarge(1001))
+    ));
+    group.begin_frame(0, 1000).unwrap();
+    assert_eq!(
+        track.cached_bytes(),
+        1000,
+        "charged at once, before its bytes come"
+    );
+    group.write_chunk(&[0; 1000]).unwrap();
+    assert!(matches!(
+        group.begin_frame(0, 501),
+        Err(ModelError::GroupTooLarge)
+    ));
+    assert_eq!(track.cached_bytes(), 1000, "charged once, not again whole");
+}
+
+#[test]
+fn more_bytes_than_declared_are_refused() {
+    let track = track(Limits::default());
+    let mut group = track.create_group(0).unwrap();
+    assert!(matches!(
+        group.write_chunk(b"x"),
+        Err(ModelError::WrongSize)
+    ));
+    group.begin_frame(0, 3).unwrap();
+    assert!(matches!(
+        group.write_chunk(b"abcd"),
+        Err(ModelError::WrongSize)
+    ));
+    assert!(matches!(
+        group.write_frame(Frame {
+            timestamp: 0,
+            payload: Bytes::new(),
+        }),
+        Err(ModelError::FrameIncomplete)
+    ));
+}
+
+#[test]
+fn finishing_inside_a_frame_ends_the_group_wrong_size() {
+    let track = track(Limits::default());
+    let mut group = track.create_group(0).unwrap();
+    let mut reader = group.consume();
+    group.begin_frame(0, 3).unwrap();
+    group.write_chunk(b"ab").unwrap();
+    group.finish();
+    assert_eq!(
+        poll_frame(&mut reader),
+        Poll::Ready(Err(StreamCode::WrongSize))
+    );
+}
+
+#[test]
+fn an_empty_frame_begun_is_whole_at_once() {
+    let track = track(Limits::default());
+    let mut group = track.create_group(0).unwrap();
+    let mut reader = group.consume();
+    group.begin_frame(3, 0).unwrap();
+    let Poll::Ready(Ok(Some(frame))) = poll_frame(&mut reader) else {
+        panic!("an empty frame needs no piece");
+    };
+    assert!(frame.payload.is_empty());
+}
+
+#[test]
+fn a_reader_joining_late_sees_pieced_frames_whole() {
+    let track = track(Limits::default());
+    let mut group = track.create_group(0).unwrap();
+    group.begin_frame(1, 4).unwrap();
+    group.write_chunk(b"ab").unwrap();
+    let mut late = track.consume(StartAt::default());
+    group.write_chunk(b"cd").unwrap();
+    let waker = noop_waker();
+    let Poll::Ready(Ok(Some(mut reader))) = late.poll_group(&mut Context::from_waker(&waker))
+    else {
+        panic!("the open group is the latest");
+    };
+    let Poll::Ready(Ok(Some(frame))) = poll_frame(&mut reader) else {
+        panic!("whole");
+    };
+    assert_eq!(frame.payload, Bytes::from_static(b"abcd"));
+}
