@@ -6,6 +6,8 @@
 
 #[path = "../../relay/tests/common/mod.rs"]
 mod common;
+#[path = "../../session/tests/hand/mod.rs"]
+mod hand;
 #[path = "../../relay/tests/witness/mod.rs"]
 mod witness;
 
@@ -27,7 +29,7 @@ use witness::{announce_request, assert_alive, closed_code, send_uni, setup_bytes
 
 const BIN: &str = env!("CARGO_BIN_EXE_starling");
 const MIB: u64 = 1 << 20;
-/// The connection window the relay runs with: the smallest that holds a 32 MiB frame.
+/// The connection window the relay runs with (the partial-header flood offers more).
 const WINDOW_MIB: u64 = 33;
 /// Most the relay's RSS may grow over its settled size during a case.
 const RSS_GROWTH_BOUND: u64 = 200 * MIB;
@@ -133,10 +135,15 @@ fn free_udp_port() -> u16 {
 /// A raw QUIC session that has sent a subscriber's SETUP (so the relay asks it nothing) and
 /// received the relay's.
 async fn hostile(url: &Url) -> QuicTransport {
+    hostile_as(url, Role::Subscriber).await
+}
+
+/// A raw QUIC session that has sent SETUP in `role` and received the relay's.
+async fn hostile_as(url: &Url, role: Role) -> QuicTransport {
     let transport = dial(url, Version::Lite06).await;
     let mut setup = Setup::new();
     setup.set_hop(Some(random_hop())).unwrap();
-    setup.set_role(Some(Role::Subscriber));
+    setup.set_role(Some(role));
     send_uni(&transport, &setup_bytes(&setup)).await;
     let _relay_setup = within(transport.accept_uni()).await.unwrap();
     transport
@@ -477,6 +484,108 @@ async fn publisher_and_websocket_abuse_is_cut_and_the_witness_keeps_flowing() {
         "the relay cuts a message past 1 MiB ({sent} fragments sent)"
     );
     assert_rss_bounded(&relay, settled, "one-byte WebSocket fragments");
+
+    let received = witness.finish().await;
+    assert!(received > 0, "the witness kept receiving");
+}
+
+/// A publisher driven by hand and a subscriber flooding it with subscriptions: groups whose
+/// sequences jump (2^40, then 0, 1, 2 …), frames declared at the 32 MiB bound with only a
+/// piece of each sent, and more subscriptions on one session than it may hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publisher_and_subscription_abuse_is_bounded_and_the_witness_keeps_flowing() {
+    use starling_model::StartAt;
+    use starling_proto::{FrameHeader, SubscribeResponse};
+    const JUMP: u64 = 1 << 40;
+    let relay = RelayProcess::start(&[]);
+    let witness = witness(&relay.url).await;
+    let settled = relay.rss();
+
+    let bad = hostile_as(&relay.url, Role::Publisher).await;
+    let mut upstreams = hand::serve(bad.clone(), Version::Lite06, Path::new("evil").unwrap(), ());
+    let (_reader_session, broadcast) = common::subscribed_broadcast(&relay.url, "evil").await;
+    let mut reader = broadcast.subscribe_track("t", StartAt::default()).unwrap();
+    let mut upstream = within(upstreams.recv()).await.unwrap();
+    upstream
+        .respond(SubscribeResponse::Start { group: JUMP }, Version::Lite06)
+        .await;
+
+    // Sequence jumps: group 2^40, then 0, 1, 2 … The relay's group index holds only what is
+    // cached, so it neither grows with the gap nor slows down per group; the track is still
+    // served afterwards.
+    hand::send_group(&bad, upstream.id, JUMP, Version::Lite06).await;
+    let first = within(reader.next_group()).await.unwrap().unwrap();
+    assert_eq!(first.sequence(), JUMP);
+    bounded(Duration::from_secs(120), async {
+        for sequence in 0..3000 {
+            hand::send_group(&bad, upstream.id, sequence, Version::Lite06).await;
+        }
+    })
+    .await;
+    hand::send_group(&bad, upstream.id, JUMP + 1, Version::Lite06).await;
+    let next = within(reader.next_group()).await.unwrap().unwrap();
+    assert_eq!(next.sequence(), JUMP + 1, "the track is still served");
+    assert_rss_bounded(&relay, settled, "sequence jumps");
+
+    // Frames declared at the 32 MiB bound on 200 streams, 64 KiB of each sent (6.4 GiB
+    // promised). Each goes to its group in pieces and is charged to the cache at its declared
+    // size, so the track's cache bound expires all but the latest; the relay holds the pieces
+    // that came, not what was promised.
+    let mut streams = Vec::new();
+    bounded(Duration::from_secs(60), async {
+        for i in 0..200 {
+            let frame = FrameHeader {
+                timestamp_delta: 0,
+                size: 32 << 20,
+            };
+            let mut head = hand::group_head(upstream.id, JUMP + 2 + i, frame, Version::Lite06);
+            head.put_slice(&[0u8; 64 * 1024]);
+            let mut stream = bad.open_uni().await.unwrap();
+            // A stream whose group already left the cache may be stopped: that is the point.
+            let _ = stream.write(head.freeze()).await;
+            streams.push(stream);
+        }
+    })
+    .await;
+    let track_bound = (64 + 32) * MIB;
+    within(async {
+        while relay.metric("starling_cache_bytes").await > track_bound as f64 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert_rss_bounded(&relay, settled, "frames promised and never sent");
+    drop(streams);
+
+    // A subscription flood: 4200 subscriptions on one session, which may hold 4096; the rest
+    // are reset EVICTED.
+    let flood = hostile(&relay.url).await;
+    let mut subscriptions = Vec::new();
+    bounded(Duration::from_secs(120), async {
+        for id in 0..4200 {
+            let (mut send, recv) = flood.open_bi().await.unwrap();
+            send.write(witness::subscribe_bytes(id, "evil", "t"))
+                .await
+                .unwrap();
+            subscriptions.push((send, recv));
+        }
+    })
+    .await;
+    let (mut served, mut refused) = (0, 0);
+    for (_, recv) in &mut subscriptions {
+        match within(recv.read(1024)).await {
+            Ok(Some(_)) => served += 1,
+            Err(TransportError::Reset(code)) if code == StreamCode::Evicted.to_code() => {
+                refused += 1
+            }
+            other => panic!("a subscription is answered or refused, got {other:?}"),
+        }
+    }
+    assert_eq!((served, refused), (4096, 104));
+    assert_rss_bounded(&relay, settled, "subscription flood");
+    drop(subscriptions);
+    drop(flood);
+    drop(bad);
 
     let received = witness.finish().await;
     assert!(received > 0, "the witness kept receiving");
