@@ -121,6 +121,9 @@ impl FanoutArgs {
     }
 }
 
+/// Bytes of each track's prime frame (at most the measured frame size).
+const PRIME_SIZE: usize = 1200;
+
 /// What every subscriber task shares.
 struct Plan {
     url: Url,
@@ -155,11 +158,12 @@ async fn run_until(
     let recorder = Arc::new(Recorder::new());
     let dialer = Arc::new(Dialer::new(&args.connect)?);
     let path = Path::new(&args.broadcast)?;
+    // The prime frame only proves a subscription live: small, whatever the measured size.
     let publication = Publication::new(
         path.clone(),
         args.tracks,
         TrackInfo::default(),
-        args.frame_size,
+        args.frame_size.min(PRIME_SIZE),
         &clock,
     )?;
     let connecting = Instant::now();
@@ -251,11 +255,12 @@ async fn run_until(
         frames: Some(frames),
     };
     let tracks: Vec<_> = publication.tracks().iter().collect();
+    let schedule_start = clock.now_ns();
     let sent = run_schedule(
         &tracks,
         schedule,
         &clock,
-        clock.now_ns(),
+        schedule_start,
         &written,
         stop.stopped(),
     )
@@ -302,6 +307,11 @@ async fn run_until(
     summary.frames.loss = loss;
     summary.relays = relays;
     summary.idle = idle;
+    let last = Recorder::load(&recorder.last_delivery_ns);
+    if last > schedule_start {
+        let secs = (last - schedule_start) as f64 / 1e9;
+        summary.throughput_mib_s = Some(summary.frames.bytes as f64 / secs / (1 << 20) as f64);
+    }
     summary.notes = relay_failures;
     summary.notes.push(format!(
         "publisher connected in {:.3} ms; wrote {} frames per track ({} groups)",

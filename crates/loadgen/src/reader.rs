@@ -167,6 +167,7 @@ async fn read_group(
                         .record(now.saturating_sub(header.scheduled_ns));
                     Recorder::bump(&recorder.frames, 1);
                     Recorder::bump(&recorder.bytes, frame.payload.len() as u64);
+                    recorder.delivered_at(now);
                     if let Some(hook) = ctx.on_frame {
                         hook(&header, now);
                     }

@@ -25,6 +25,8 @@ pub struct Recorder {
     /// Groups that ended, and those that ended in a reset or did not decode.
     pub groups: AtomicU64,
     pub groups_failed: AtomicU64,
+    /// When the latest measured frame arrived (the run clock's ns), for throughput.
+    pub last_delivery_ns: AtomicU64,
     pub errors: ErrorCounts,
 }
 
@@ -35,6 +37,11 @@ impl Recorder {
 
     pub fn frames(&self) -> u64 {
         self.frames.load(Ordering::Relaxed)
+    }
+
+    /// A measured frame arrived at `now`.
+    pub(crate) fn delivered_at(&self, now: u64) {
+        self.last_delivery_ns.fetch_max(now, Ordering::Relaxed);
     }
 
     pub(crate) fn bump(counter: &AtomicU64, n: u64) {

@@ -143,6 +143,10 @@ pub struct Summary {
     pub ticks: Vec<TickResult>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Measured payload delivered per second, from the schedule's start to the last measured
+    /// frame's arrival (`fanout`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub throughput_mib_s: Option<f64>,
     /// What idle subscribed sessions cost each relay (`fanout --idle-secs`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub idle: Vec<IdleMemory>,
@@ -193,6 +197,7 @@ impl Summary {
             },
             errors,
             relays: Vec::new(),
+            throughput_mib_s: None,
             idle: Vec::new(),
             by_kind: BTreeMap::new(),
             ticks: Vec::new(),
@@ -302,6 +307,9 @@ impl fmt::Display for Summary {
             frames.groups,
             frames.groups_failed
         )?;
+        if let Some(throughput) = self.throughput_mib_s {
+            writeln!(f, "throughput     {throughput:.2} MiB/s")?;
+        }
         if !self.ticks.is_empty() {
             let complete = self
                 .ticks

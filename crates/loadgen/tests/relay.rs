@@ -200,6 +200,60 @@ async fn fanout_delivers_every_frame(url: Url) {
     assert!(summary.relays[0].peak_rss_bytes > 0);
 }
 
+/// The receive-window grid's short mode (the whole grid is `scripts/window-grid.sh`): 16
+/// tracks each sending a 256 KiB frame per round, all due at once (4 MiB bursts), through a
+/// relay whose receive window is 1 MiB with a 128 KiB stream window. Frames go to the relay's
+/// cache in pieces as they arrive, so nothing is evicted: every frame arrives, no group is
+/// reset. (Read whole, the bursts would overflow the window and evict.)
+async fn bursts_larger_than_the_window_deliver_every_frame(url: Url) {
+    let args = FanoutArgs {
+        subscribers: 1,
+        tracks: 16,
+        fps: 10.0,
+        duration_secs: 0.3,
+        group_frames: 1,
+        frame_size: 256 * 1024,
+        drain_ms: 30_000,
+        connect: connect_args(),
+        ..FanoutArgs::new(url)
+    };
+    let summary = within(
+        "the burst run",
+        fanout::run(&args, &options(), std::future::pending()),
+    )
+    .await
+    .unwrap();
+    assert!(summary.errors.is_empty(), "{:?}", summary.errors);
+    let loss = summary.frames.loss;
+    assert_eq!(loss.expected, 16 * 3);
+    assert_eq!((loss.received, loss.lost), (16 * 3, 0));
+    assert_eq!(summary.frames.bytes, 16 * 3 * 256 * 1024);
+    assert!(summary.throughput_mib_s.is_some_and(|t| t > 0.0));
+}
+
+fn small_window_relay() -> starling_relay::RelayConfig {
+    starling_relay::RelayConfig {
+        receive_windows: starling_net::ReceiveWindows {
+            connection: 1 << 20,
+            stream: 128 << 10,
+        },
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bursts_larger_than_the_window_deliver_every_frame_over_raw_quic() {
+    let url = common::start_relay_with(small_window_relay()).await;
+    bursts_larger_than_the_window_deliver_every_frame(url).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bursts_larger_than_the_window_deliver_every_frame_over_websocket() {
+    let url = common::start_relay_with(small_window_relay()).await;
+    let ws = Url::parse(&format!("ws://127.0.0.1:{}/", url.port().unwrap())).unwrap();
+    bursts_larger_than_the_window_deliver_every_frame(ws).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fanout_over_raw_quic_delivers_every_frame() {
     let url = start_relay().await;

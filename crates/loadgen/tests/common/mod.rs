@@ -17,11 +17,16 @@ pub async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) ->
 /// A running relay on an ephemeral loopback port; its raw QUIC URL (`moql://127.0.0.1:port/`).
 /// The TCP port with the same number serves HTTP and WebSocket.
 pub async fn start_relay() -> Url {
+    start_relay_with(RelayConfig::default()).await
+}
+
+/// [`start_relay`] with `config` (its address and internal listener replaced).
+pub async fn start_relay_with(config: RelayConfig) -> Url {
     starling_net::tls::install_default_provider();
     let relay = Relay::bind(RelayConfig {
         bind: "127.0.0.1:0".parse().unwrap(),
         internal_listen: None,
-        ..Default::default()
+        ..config
     })
     .await
     .expect("relay binds");
