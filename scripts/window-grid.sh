@@ -17,8 +17,8 @@
 #
 # Reported per cell and relay: delivered MiB/s (schedule start to the last frame's arrival),
 # p50/p99 group latency (from the frame's due time to its arrival; a round's burst is part of
-# it), frames lost, client errors, and for Starling the peak a session held in incomplete units
-# and the streams evicted (sampled from /metrics). The run fails when Starling evicts a stream,
+# it), frames lost, client errors, and for Starling the peak one session held in incomplete
+# units (KiB) and the streams evicted (sampled from /metrics every 200 ms). The run fails when Starling evicts a stream,
 # loses a frame or its client sees an error in any cell. Results: target/window-grid/<time>/
 # (grid.csv, report.md, one JSON summary and log per run).
 set -euo pipefail
@@ -78,11 +78,15 @@ bottleneck_down() {
 RELAY_PID=
 SAMPLER_PID=
 stop_relay() {
-    [ -n "$SAMPLER_PID" ] && kill "$SAMPLER_PID" 2>/dev/null && wait "$SAMPLER_PID" 2>/dev/null
-    SAMPLER_PID=
-    [ -n "$RELAY_PID" ] && kill -TERM "$RELAY_PID" 2>/dev/null && wait "$RELAY_PID" 2>/dev/null
-    RELAY_PID=
-    return 0
+    if [ -n "$SAMPLER_PID" ]; then
+        kill "$SAMPLER_PID" 2>/dev/null || true
+        wait "$SAMPLER_PID" 2>/dev/null || true
+    fi
+    if [ -n "$RELAY_PID" ]; then
+        kill -TERM "$RELAY_PID" 2>/dev/null || true
+        wait "$RELAY_PID" 2>/dev/null || true
+    fi
+    SAMPLER_PID= RELAY_PID=
 }
 cleanup() {
     stop_relay
@@ -137,7 +141,7 @@ bytes_of() { # 16KiB -> 16384
 }
 
 CSV=$OUT/grid.csv
-echo "path,relay,streams,frame,window_mib,stream_window,offered_mib_s,mib_s,p50_ms,p99_ms,peak_held_mib,evicted,lost,expected,errors" >"$CSV"
+echo "path,relay,streams,frame,window_mib,stream_window,offered_mib_s,mib_s,p50_ms,p99_ms,peak_held_kib,evicted,lost,expected,errors" >"$CSV"
 failures=0
 
 for path in $PATHS; do
@@ -170,7 +174,7 @@ for path in $PATHS; do
                     for relay in $RELAYS; do
                         cell="$path-$relay-s$streams-f$frame-w$window-$mode"
                         start_relay "$relay" "$window_bytes" "$stream_window" "$OUT/$cell.relay.log"
-                        [ "$relay" = starling ] && start_sampler "$OUT/$cell.budget"
+                        if [ "$relay" = starling ]; then start_sampler "$OUT/$cell.budget"; fi
                         # The drain covers a whole round through the bottleneck, twice over.
                         drain_ms=$(awk -v b="$round" -v r="$RATE" 'BEGIN{printf "%d", 20000 + 2000 * b / (r * 1048576)}')
                         ${CLIENT_NS[@]+"${CLIENT_NS[@]}"} "$LOAD" fanout --url "moqt://$HOST:$PORT/" \
@@ -194,7 +198,7 @@ d = s["latency"].get("delivery", {})
 f = lambda v: "nan" if v is None else f"{v:.1f}"
 errors = sum(s["errors"].values())
 print(",".join([f(s.get("throughput_mib_s")), f(d.get("p50_ms")), f(d.get("p99_ms")),
-                f"{peak / 1048576:.2f}", evicted, str(s["frames"]["lost"]),
+                f"{peak / 1024:.0f}", evicted, str(s["frames"]["lost"]),
                 str(s["frames"]["expected"]), str(errors)]))
 PY
 )
@@ -236,7 +240,7 @@ head = "| path | streams | frame | window | stream window |"
 for name in relays:
     head += f" {name} MiB/s | p50 / p99 ms |"
     if name == "starling":
-        head += " peak held MiB | evicted |"
+        head += " peak held KiB | evicted |"
     head += " lost |"
 print(head)
 print("|" + "---|" * (head.count("|") - 1))
@@ -250,7 +254,7 @@ for key in sorted(cells, key=lambda k: (k[0], k[1], {"16KiB": 0, "256KiB": 1, "4
             continue
         line += f" {r['mib_s']} | {r['p50_ms']} / {r['p99_ms']} |"
         if name == "starling":
-            line += f" {r['peak_held_mib']} | {r['evicted']} |"
+            line += f" {r['peak_held_kib']} | {r['evicted']} |"
         line += f" {r['lost']} |"
     print(line)
 PY

@@ -46,6 +46,17 @@ struct GroupState {
     waiters: Waiters,
 }
 
+impl GroupState {
+    /// Refused with how the group ended, if it did.
+    fn still_open(&self) -> Result<(), ModelError> {
+        match self.end {
+            None => Ok(()),
+            Some(Ok(())) => Err(ModelError::Ended),
+            Some(Err(code)) => Err(ModelError::Aborted(code)),
+        }
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Group {
     sequence: u64,
@@ -232,8 +243,12 @@ impl GroupProducer {
     }
 
     /// Append the next piece of the frame begun with `begin_frame`; the frame is published
-    /// once `size` bytes have come. More than the declared size is `WrongSize`.
+    /// once `size` bytes have come. More than the declared size is `WrongSize`; a piece for a
+    /// group that ended (expired from the cache, aborted) is refused with its end.
     pub fn write_chunk(&mut self, chunk: &[u8]) -> Result<(), ModelError> {
+        // A group that left the cache (or was aborted) no longer accounts for what would
+        // arrive: refuse the piece rather than hold it uncharged.
+        self.group.state.lock().still_open()?;
         let pending = self.pending.as_mut().ok_or(ModelError::WrongSize)?;
         let received = pending.received + chunk.len();
         if received > pending.size {
@@ -274,12 +289,7 @@ impl GroupProducer {
     /// Whether one more frame of `size` bytes fits the group and its limits.
     fn admit(&self, size: usize) -> Result<(), ModelError> {
         let state = self.group.state.lock();
-        if let Some(end) = state.end {
-            return Err(match end {
-                Ok(()) => ModelError::Ended,
-                Err(code) => ModelError::Aborted(code),
-            });
-        }
+        state.still_open()?;
         if size > self.limits.max_frame_bytes {
             return Err(ModelError::FrameTooLarge(size));
         }
@@ -294,12 +304,7 @@ impl GroupProducer {
     /// Publish an admitted frame to the readers.
     fn push(&mut self, frame: Frame) -> Result<(), ModelError> {
         let mut state = self.group.state.lock();
-        if let Some(end) = state.end {
-            return Err(match end {
-                Ok(()) => ModelError::Ended,
-                Err(code) => ModelError::Aborted(code),
-            });
-        }
+        state.still_open()?;
         state.bytes += frame.payload.len();
         state.frames.push(frame);
         state.waiters.wake_all();

@@ -142,3 +142,24 @@ fn a_reader_joining_late_sees_pieced_frames_whole() {
     };
     assert_eq!(frame.payload, Bytes::from_static(b"abcd"));
 }
+
+#[test]
+fn pieces_for_a_group_that_left_the_cache_are_refused() {
+    // Room for one 1000-byte frame: the second group's frame pushes the first group out.
+    let limits = Limits {
+        track_cache_bytes: 1500,
+        ..Limits::default()
+    };
+    let track = track(limits);
+    let mut old = track.create_group(0).unwrap();
+    old.begin_frame(0, 1000).unwrap();
+    old.write_chunk(&[0; 10]).unwrap();
+    let mut new = track.create_group(1).unwrap();
+    new.begin_frame(1, 1000).unwrap();
+    // What would still come for the old group is no longer accounted for: refused.
+    assert!(matches!(
+        old.write_chunk(&[0; 10]),
+        Err(ModelError::Aborted(_))
+    ));
+    new.write_chunk(&[0; 1000]).unwrap();
+}

@@ -55,6 +55,18 @@ async fn raw_publisher_with(
     (transport, upstreams)
 }
 
+/// The hand-driven publisher's broadcast, once the relay has heard of it.
+async fn announced_at(relay: &Relay) -> starling_model::BroadcastConsumer {
+    let interest = relay.origin.interest(path("")).unwrap();
+    let mut changed = Vec::new();
+    loop {
+        if let Some(broadcast) = relay.origin.consume(&path(BROADCAST), None) {
+            return broadcast;
+        }
+        interest.changed(&mut changed).await;
+    }
+}
+
 /// Write one subscribe response on the upstream subscription.
 async fn respond(upstream: &mut Upstream, response: SubscribeResponse, version: Version) {
     upstream.respond(response, version).await;
@@ -170,14 +182,7 @@ async fn an_incomplete_group_of_a_less_urgent_track_is_evicted_first() {
     })
     .await;
     // Two readers at the relay itself: "low" at priority 1, "high" at priority 9.
-    let interest = relay.origin.interest(path("")).unwrap();
-    let mut changed = Vec::new();
-    let broadcast = loop {
-        if let Some(broadcast) = relay.origin.consume(&path(BROADCAST), None) {
-            break broadcast;
-        }
-        interest.changed(&mut changed).await;
-    };
+    let broadcast = announced_at(&relay).await;
     let reader = |name: &str, priority: u8| {
         broadcast
             .subscribe_track(
@@ -258,14 +263,7 @@ async fn frames_larger_than_the_budget_on_many_streams_are_not_evicted() {
         config.limits.recv_budget = 64 * 1024;
     })
     .await;
-    let interest = relay.origin.interest(path("")).unwrap();
-    let mut changed = Vec::new();
-    let broadcast = loop {
-        if let Some(broadcast) = relay.origin.consume(&path(BROADCAST), None) {
-            break broadcast;
-        }
-        interest.changed(&mut changed).await;
-    };
+    let broadcast = announced_at(&relay).await;
     let reader = broadcast
         .subscribe_track("big", StartAt::default())
         .unwrap();
