@@ -12,6 +12,12 @@
 #   TARGETS="lite_message qmux_frames" scripts/fuzz.sh 300
 #
 # Each target's executions and findings are appended to target/fuzz/summary.txt.
+#
+# The decoder targets run under AddressSanitizer (cargo-fuzz's default). The session target
+# runs without a sanitizer and without leak detection: it is safe Rust whose findings are
+# panics, hangs and broken invariants, and its relay persists across inputs by design, which
+# made LeakSanitizer scan the heap after every input (70 % of its time); without them it runs
+# about 12 times as fast (5 700 executions a second here instead of 480).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,18 +40,22 @@ for target in $TARGETS; do
   else
     limit=(-max_total_time="$SECONDS_EACH")
   fi
+  case $target in
+    session) sanitizer=(-s none); extra=(-detect_leaks=0) ;;
+    *) sanitizer=(); extra=() ;;
+  esac
   echo "=== $target (${RUNS:-${SECONDS_EACH}s})"
   started=$(date +%s)
   # New inputs go to a scratch directory; the committed corpus is read-only input here.
-  cargo +nightly fuzz run -O "$target" "$work" "corpus/$target" -- \
-    "${limit[@]}" -max_len=4096 -print_final_stats=1 2>&1 | tee "$work.log" | grep -E "^(#[0-9]+.*DONE|==|stat::number_of_executed_units)" || true
+  cargo +nightly fuzz run -O "${sanitizer[@]}" "$target" "$work" "corpus/$target" -- \
+    "${limit[@]}" "${extra[@]}" -max_len=4096 -print_final_stats=1 2>&1 | tee "$work.log" | grep -E "^(#[0-9]+.*DONE|==|stat::number_of_executed_units)" || true
   if grep -q "SUMMARY: \|panicked at" "$work.log"; then
     echo "=== $target: CRASH, see fuzz/artifacts/$target and $work.log"
     exit 1
   fi
   execs=$(grep -oE "stat::number_of_executed_units: [0-9]+" "$work.log" | grep -oE "[0-9]+$" || echo 0)
   # Merge what was found back into the committed corpus: only inputs adding coverage.
-  cargo +nightly fuzz run -O "$target" "corpus/$target" "$work" -- -merge=1 >/dev/null 2>&1 || true
+  cargo +nightly fuzz run -O "${sanitizer[@]}" "$target" "corpus/$target" "$work" -- -merge=1 "${extra[@]}" >/dev/null 2>&1 || true
   echo "$(date -u +%FT%TZ) $target executions=$execs seconds=$(( $(date +%s) - started )) corpus=$(ls "corpus/$target" | wc -l) crashes=0" \
     | tee -a "../$OUT/summary.txt"
 done

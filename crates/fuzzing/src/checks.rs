@@ -118,7 +118,7 @@ pub fn datagram(data: &[u8]) -> bool {
     if datagram.encode(version, &mut encoded).is_err() {
         return true;
     }
-    assert_eq!(datagram.encoded_len().ok(), Some(encoded.len()));
+    assert_eq!(datagram.encoded_len(version).ok(), Some(encoded.len()));
     let again = Datagram::decode(&encoded.freeze(), version)
         .unwrap_or_else(|err| panic!("{datagram:?} re-encoded fails: {err}"));
     assert_eq!(again, datagram);

@@ -43,6 +43,7 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
                 &AnnounceRequest {
                     prefix: Path::new("room").unwrap(),
                     exclude_hop: 3,
+                    hidden: false,
                 },
                 version,
                 b,
@@ -95,7 +96,10 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
         message(6, &|b| plain(&SubscribeUpdate::default(), version, b));
         for response in [
             SubscribeResponse::Start { group: 5 },
-            SubscribeResponse::End { group: 9 },
+            SubscribeResponse::End {
+                group: 9,
+                streams: None,
+            },
             SubscribeResponse::Drop {
                 start: 1,
                 end: 2,

@@ -70,3 +70,15 @@ async fn lite05_moq_tokio_publisher_over_tcp() {
     let case = Case::new(Version::Lite05, Binding::Quic);
     run(case, scenario(case, true)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lite07_moq_tokio_publisher_over_websocket() {
+    let case = Case::new(Version::Lite07Wip, Binding::Quic);
+    run(case, scenario(case, false)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lite07_moq_tokio_publisher_over_tcp() {
+    let case = Case::new(Version::Lite07Wip, Binding::Quic);
+    run(case, scenario(case, true)).await;
+}

@@ -51,3 +51,9 @@ async fn lite05_starling_over_websocket_through_moq_relay() {
     let case = Case::new(Version::Lite05, Binding::Quic);
     run(case, scenario(case)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lite07_starling_over_websocket_through_moq_relay() {
+    let case = Case::new(Version::Lite07Wip, Binding::Quic);
+    run(case, scenario(case)).await;
+}

@@ -18,8 +18,13 @@ use url::Url;
 /// How to reach and verify relays.
 #[derive(Args, Clone, Debug)]
 pub struct ConnectArgs {
-    /// Versions to offer, most preferred first (moq-lite-06, moq-lite-05).
-    #[arg(long = "client-version", value_delimiter = ',')]
+    /// Versions to offer, most preferred first (default moq-lite-06, moq-lite-05;
+    /// moq-lite-07-wip only when named).
+    #[arg(
+        long = "version",
+        visible_aliases = ["client-version", "connect-version"],
+        value_delimiter = ','
+    )]
     pub versions: Vec<Version>,
     /// Accept any server certificate (development only).
     #[arg(long)]

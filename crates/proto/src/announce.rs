@@ -8,41 +8,43 @@ use crate::hops::Hops;
 use crate::path::Path;
 use crate::version::Version;
 
-/// ANNOUNCE_REQUEST, the subscriber's first message: `Prefix Path(s) [, Exclude Hop(i)]`.
+/// ANNOUNCE_REQUEST, the subscriber's first message: `Prefix Path(s) [, Exclude Hop(i) on
+/// 04/05] [, Hidden bool(8) on 07]`.
 ///
-/// `exclude_hop` is on the wire on 04/05 only; on 06 the exclusion comes from SETUP Hop,
-/// the field is not written and decodes as 0.
+/// `exclude_hop` is on the wire on 04/05 only; on 06+ the exclusion comes from SETUP Hop, the
+/// field is not written and decodes as 0. `hidden` is on the wire on 07 only: with it, routes
+/// with a `.`-segment below the prefix are announced too; before 07 it decodes as false.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AnnounceRequest {
     pub prefix: Path,
     pub exclude_hop: u64,
+    pub hidden: bool,
 }
 
 impl Message for AnnounceRequest {
     fn encode_body(&self, w: &mut Vec<u8>, version: Version) -> Result<(), EncodeError> {
-        if version.has_hidden() {
-            return Err(EncodeError::Unsupported);
-        }
-        self.prefix.encode(w)?;
+        self.prefix.encode(w, version)?;
         if version.has_exclude_hop() {
-            coding::write_varint(w, self.exclude_hop)?;
+            coding::write_varint(w, self.exclude_hop, version)?;
+        }
+        if version.has_hidden() {
+            coding::write_bool(w, self.hidden);
         }
         Ok(())
     }
 
     fn decode_body(r: &mut &[u8], version: Version) -> Result<Self, DecodeError> {
-        if version.has_hidden() {
-            return Err(DecodeError::Unsupported);
-        }
-        let prefix = Path::decode(r)?;
+        let prefix = Path::decode(r, version)?;
         let exclude_hop = if version.has_exclude_hop() {
-            coding::read_varint(r)?
+            coding::read_varint(r, version)?
         } else {
             0
         };
+        let hidden = version.has_hidden() && coding::read_bool(r)?;
         Ok(AnnounceRequest {
             prefix,
             exclude_hop,
+            hidden,
         })
     }
 }
@@ -62,8 +64,8 @@ impl Message for AnnounceOk {
         if !version.has_announce_ok() {
             return Err(EncodeError::Unsupported);
         }
-        coding::write_varint(w, self.hop)?;
-        coding::write_varint(w, self.active_count)
+        coding::write_varint(w, self.hop, version)?;
+        coding::write_varint(w, self.active_count, version)
     }
 
     fn decode_body(r: &mut &[u8], version: Version) -> Result<Self, DecodeError> {
@@ -71,8 +73,8 @@ impl Message for AnnounceOk {
             return Err(DecodeError::Unsupported);
         }
         Ok(AnnounceOk {
-            hop: coding::read_varint(r)?,
-            active_count: coding::read_varint(r)?,
+            hop: coding::read_varint(r, version)?,
+            active_count: coding::read_varint(r, version)?,
         })
     }
 }
@@ -111,8 +113,8 @@ impl Message for Announce {
             return Err(EncodeError::InvalidValue("announce status"));
         }
         coding::write_u8(w, self.status as u8);
-        self.suffix.encode(w)?;
-        self.hops.encode(w)
+        self.suffix.encode(w, version)?;
+        self.hops.encode(w, version)
     }
 
     fn decode_body(r: &mut &[u8], version: Version) -> Result<Self, DecodeError> {
@@ -125,8 +127,8 @@ impl Message for Announce {
             2 if version.restart_supported() => AnnounceStatus::Restart,
             _ => return Err(DecodeError::InvalidValue("announce status")),
         };
-        let suffix = Path::decode(r)?;
-        let hops = Hops::decode(r)?;
+        let suffix = Path::decode(r, version)?;
+        let hops = Hops::decode(r, version)?;
         Ok(Announce {
             status,
             suffix,
@@ -179,19 +181,19 @@ impl TypedMessage for Announcement {
         }
         Ok(match self {
             Self::Start { suffix, hops, cost } => {
-                suffix.encode(w)?;
-                hops.encode(w)?;
-                cost.encode(w)?;
+                suffix.encode(w, version)?;
+                hops.encode(w, version)?;
+                cost.encode(w, version)?;
                 ANNOUNCE_START
             }
             Self::End { id } => {
-                coding::write_varint(w, *id)?;
+                coding::write_varint(w, *id, version)?;
                 ANNOUNCE_END
             }
             Self::Update { id, hops, cost } => {
-                coding::write_varint(w, *id)?;
-                hops.encode(w)?;
-                cost.encode(w)?;
+                coding::write_varint(w, *id, version)?;
+                hops.encode(w, version)?;
+                cost.encode(w, version)?;
                 ANNOUNCE_UPDATE
             }
             Self::Unknown { kind } => {
@@ -209,17 +211,17 @@ impl TypedMessage for Announcement {
         Self::check_type(kind, version)?;
         Ok(match kind {
             ANNOUNCE_START => Self::Start {
-                suffix: Path::decode(r)?,
-                hops: Hops::decode(r)?,
-                cost: RouteCost::decode(r)?,
+                suffix: Path::decode(r, version)?,
+                hops: Hops::decode(r, version)?,
+                cost: RouteCost::decode(r, version)?,
             },
             ANNOUNCE_END => Self::End {
-                id: coding::read_varint(r)?,
+                id: coding::read_varint(r, version)?,
             },
             ANNOUNCE_UPDATE => Self::Update {
-                id: coding::read_varint(r)?,
-                hops: Hops::decode(r)?,
-                cost: RouteCost::decode(r)?,
+                id: coding::read_varint(r, version)?,
+                hops: Hops::decode(r, version)?,
+                cost: RouteCost::decode(r, version)?,
             },
             kind => {
                 *r = &[];

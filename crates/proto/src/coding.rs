@@ -2,10 +2,12 @@
 //! (docs/wire.md §2).
 //!
 //! Readers work on a `&mut &[u8]` holding one complete message body, so running out of
-//! bytes there is [`DecodeError::Truncated`]. Writers append to a `Vec<u8>`.
+//! bytes there is [`DecodeError::Truncated`]. Writers append to a `Vec<u8>`. Every integer
+//! is written in its version's varint form (QUIC before lite-07, leading-ones from it).
 
 use crate::error::{SessionCode, StreamCode};
 use crate::varint;
+use crate::version::Version;
 
 /// Why bytes from the wire were refused.
 ///
@@ -50,6 +52,9 @@ pub enum DecodeError {
     /// A FRAME payload length over the frame limit.
     #[error("frame of {size} bytes exceeds the {max}-byte limit")]
     FrameTooLarge { size: u64, max: u64 },
+    /// A lite-07 announce reference that does not resolve (session-fatal); names why.
+    #[error("invalid announce reference: {0}")]
+    InvalidReference(&'static str),
     /// The negotiated version's layout for this message is not implemented (our side).
     #[error("message layout not supported on this version")]
     Unsupported,
@@ -126,8 +131,8 @@ impl From<varint::VarintTooLarge> for EncodeError {
 // ---- readers -------------------------------------------------------------------------
 
 /// `(i)`
-pub fn read_varint(r: &mut &[u8]) -> Result<u64, DecodeError> {
-    varint::decode(r)
+pub fn read_varint(r: &mut &[u8], version: Version) -> Result<u64, DecodeError> {
+    varint::decode_as(version.varint(), r)
 }
 
 /// `(8)`
@@ -137,9 +142,18 @@ pub fn read_u8(r: &mut &[u8]) -> Result<u8, DecodeError> {
     Ok(b)
 }
 
+/// `bool(8)`: 0 or 1, anything else refused.
+pub fn read_bool(r: &mut &[u8]) -> Result<bool, DecodeError> {
+    match read_u8(r)? {
+        0 => Ok(false),
+        1 => Ok(true),
+        _ => Err(DecodeError::InvalidValue("bool")),
+    }
+}
+
 /// `(b)`: a varint length then that many bytes, borrowed from the body.
-pub fn read_bytes<'a>(r: &mut &'a [u8]) -> Result<&'a [u8], DecodeError> {
-    let len = read_varint(r)?;
+pub fn read_bytes<'a>(r: &mut &'a [u8], version: Version) -> Result<&'a [u8], DecodeError> {
+    let len = read_varint(r, version)?;
     if len > r.len() as u64 {
         return Err(DecodeError::Truncated);
     }
@@ -149,13 +163,13 @@ pub fn read_bytes<'a>(r: &mut &'a [u8]) -> Result<&'a [u8], DecodeError> {
 }
 
 /// `(s)`: a `(b)` holding UTF-8.
-pub fn read_str<'a>(r: &mut &'a [u8]) -> Result<&'a str, DecodeError> {
-    std::str::from_utf8(read_bytes(r)?).map_err(|_| DecodeError::InvalidUtf8)
+pub fn read_str<'a>(r: &mut &'a [u8], version: Version) -> Result<&'a str, DecodeError> {
+    std::str::from_utf8(read_bytes(r, version)?).map_err(|_| DecodeError::InvalidUtf8)
 }
 
 /// `OptGroup(i)`: 0 is `None`, `n+1` is `Some(n)`.
-pub fn read_opt(r: &mut &[u8]) -> Result<Option<u64>, DecodeError> {
-    Ok(read_varint(r)?.checked_sub(1))
+pub fn read_opt(r: &mut &[u8], version: Version) -> Result<Option<u64>, DecodeError> {
+    Ok(read_varint(r, version)?.checked_sub(1))
 }
 
 /// Require that a body was consumed exactly.
@@ -170,8 +184,8 @@ pub fn finish(r: &[u8]) -> Result<(), DecodeError> {
 // ---- writers -------------------------------------------------------------------------
 
 /// `(i)`
-pub fn write_varint(w: &mut Vec<u8>, v: u64) -> Result<(), EncodeError> {
-    Ok(varint::encode(v, w)?)
+pub fn write_varint(w: &mut Vec<u8>, v: u64, version: Version) -> Result<(), EncodeError> {
+    Ok(varint::encode_as(version.varint(), v, w)?)
 }
 
 /// `(8)`
@@ -179,23 +193,32 @@ pub fn write_u8(w: &mut Vec<u8>, v: u8) {
     w.push(v);
 }
 
+/// `bool(8)`
+pub fn write_bool(w: &mut Vec<u8>, v: bool) {
+    w.push(u8::from(v));
+}
+
 /// `(b)`
-pub fn write_bytes(w: &mut Vec<u8>, v: &[u8]) -> Result<(), EncodeError> {
-    write_varint(w, v.len() as u64)?;
+pub fn write_bytes(w: &mut Vec<u8>, v: &[u8], version: Version) -> Result<(), EncodeError> {
+    write_varint(w, v.len() as u64, version)?;
     w.extend_from_slice(v);
     Ok(())
 }
 
 /// `(s)`
-pub fn write_str(w: &mut Vec<u8>, v: &str) -> Result<(), EncodeError> {
-    write_bytes(w, v.as_bytes())
+pub fn write_str(w: &mut Vec<u8>, v: &str, version: Version) -> Result<(), EncodeError> {
+    write_bytes(w, v.as_bytes(), version)
 }
 
 /// `OptGroup(i)`: `None` is 0, `Some(n)` is `n+1` (so `n` must be below 2^62 - 1).
-pub fn write_opt(w: &mut Vec<u8>, v: Option<u64>) -> Result<(), EncodeError> {
+pub fn write_opt(w: &mut Vec<u8>, v: Option<u64>, version: Version) -> Result<(), EncodeError> {
     match v {
-        None => write_varint(w, 0),
-        Some(n) => write_varint(w, n.checked_add(1).ok_or(EncodeError::VarintTooLarge(n))?),
+        None => write_varint(w, 0, version),
+        Some(n) => write_varint(
+            w,
+            n.checked_add(1).ok_or(EncodeError::VarintTooLarge(n))?,
+            version,
+        ),
     }
 }
 
@@ -205,24 +228,35 @@ mod tests {
 
     #[test]
     fn primitives() {
-        let mut w = Vec::new();
-        write_str(&mut w, "héllo").unwrap();
-        write_opt(&mut w, None).unwrap();
-        write_opt(&mut w, Some(7)).unwrap();
-        write_u8(&mut w, 0xff);
-        let mut r = &w[..];
-        assert_eq!(read_str(&mut r).unwrap(), "héllo");
-        assert_eq!(read_opt(&mut r).unwrap(), None);
-        assert_eq!(read_opt(&mut r).unwrap(), Some(7));
-        assert_eq!(read_u8(&mut r).unwrap(), 0xff);
-        finish(r).unwrap();
-        assert_eq!(read_u8(&mut r), Err(DecodeError::Truncated));
-        assert!(write_opt(&mut w, Some(varint::MAX)).is_err());
-        assert_eq!(
-            read_str(&mut &[2, 0xff, 0xfe][..]),
-            Err(DecodeError::InvalidUtf8)
-        );
-        assert_eq!(read_bytes(&mut &[5, 1][..]), Err(DecodeError::Truncated));
-        assert_eq!(finish(&[0]), Err(DecodeError::Long));
+        for version in [Version::Lite06, Version::Lite07Wip] {
+            let mut w = Vec::new();
+            write_str(&mut w, "héllo", version).unwrap();
+            write_opt(&mut w, None, version).unwrap();
+            write_opt(&mut w, Some(7), version).unwrap();
+            write_u8(&mut w, 0xff);
+            write_bool(&mut w, true);
+            let mut r = &w[..];
+            assert_eq!(read_str(&mut r, version).unwrap(), "héllo");
+            assert_eq!(read_opt(&mut r, version).unwrap(), None);
+            assert_eq!(read_opt(&mut r, version).unwrap(), Some(7));
+            assert_eq!(read_u8(&mut r).unwrap(), 0xff);
+            assert!(read_bool(&mut r).unwrap());
+            finish(r).unwrap();
+            assert_eq!(read_u8(&mut r), Err(DecodeError::Truncated));
+            assert!(write_opt(&mut w, Some(varint::MAX), version).is_err());
+            assert_eq!(
+                read_str(&mut &[2, 0xff, 0xfe][..], version),
+                Err(DecodeError::InvalidUtf8)
+            );
+            assert_eq!(
+                read_bytes(&mut &[5, 1][..], version),
+                Err(DecodeError::Truncated)
+            );
+            assert_eq!(finish(&[0]), Err(DecodeError::Long));
+            assert_eq!(
+                read_bool(&mut &[2][..]),
+                Err(DecodeError::InvalidValue("bool"))
+            );
+        }
     }
 }

@@ -5,6 +5,7 @@
 
 use crate::coding::{self, DecodeError, EncodeError};
 use crate::limits::MAX_VARINT;
+use crate::version::Version;
 
 /// A route's price: `warm` right now, `cold` with no cache discount.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -54,17 +55,17 @@ impl RouteCost {
     }
 
     /// Read `Warm(i) | Cold(i)`.
-    pub fn decode(r: &mut &[u8]) -> Result<RouteCost, DecodeError> {
-        let warm = coding::read_varint(r)?;
-        let cold = coding::read_varint(r)?;
+    pub fn decode(r: &mut &[u8], version: Version) -> Result<RouteCost, DecodeError> {
+        let warm = coding::read_varint(r, version)?;
+        let cold = coding::read_varint(r, version)?;
         Ok(RouteCost { warm, cold }.saturated())
     }
 
     /// Write `Warm(i) | Cold(i)`, saturating each half.
-    pub fn encode(&self, w: &mut Vec<u8>) -> Result<(), EncodeError> {
+    pub fn encode(&self, w: &mut Vec<u8>, version: Version) -> Result<(), EncodeError> {
         let c = self.saturated();
-        coding::write_varint(w, c.warm)?;
-        coding::write_varint(w, c.cold)
+        coding::write_varint(w, c.warm, version)?;
+        coding::write_varint(w, c.cold, version)
     }
 }
 
@@ -79,10 +80,10 @@ mod tests {
             warm: u64::MAX,
             cold: 1,
         }
-        .encode(&mut w)
+        .encode(&mut w, Version::Lite06)
         .unwrap();
         assert_eq!(
-            RouteCost::decode(&mut &w[..]).unwrap(),
+            RouteCost::decode(&mut &w[..], Version::Lite06).unwrap(),
             RouteCost {
                 warm: MAX_VARINT,
                 cold: 1

@@ -19,7 +19,7 @@ pub struct Datagram {
 }
 
 fn check(version: Version) -> bool {
-    version.has_datagrams() && version.has_quic_varints()
+    version.has_datagrams()
 }
 
 impl Datagram {
@@ -29,9 +29,9 @@ impl Datagram {
             return Err(DecodeError::Unsupported);
         }
         let mut r = &data[..];
-        let subscribe_id = coding::read_varint(&mut r)?;
-        let sequence = coding::read_varint(&mut r)?;
-        let timestamp = coding::read_varint(&mut r)?;
+        let subscribe_id = coding::read_varint(&mut r, version)?;
+        let sequence = coding::read_varint(&mut r, version)?;
+        let timestamp = coding::read_varint(&mut r, version)?;
         let payload = data.slice(data.len() - r.len()..);
         Ok(Datagram {
             subscribe_id,
@@ -47,21 +47,23 @@ impl Datagram {
             return Err(EncodeError::Unsupported);
         }
         // Check all three before writing anything.
+        let flavor = version.varint();
         for v in [self.subscribe_id, self.sequence, self.timestamp] {
-            varint::encoded_len(v)?;
+            varint::encoded_len_as(flavor, v)?;
         }
-        varint::encode(self.subscribe_id, out)?;
-        varint::encode(self.sequence, out)?;
-        varint::encode(self.timestamp, out)?;
+        varint::encode_as(flavor, self.subscribe_id, out)?;
+        varint::encode_as(flavor, self.sequence, out)?;
+        varint::encode_as(flavor, self.timestamp, out)?;
         out.put_slice(&self.payload);
         Ok(())
     }
 
     /// Encoded size in bytes (to compare with the transport's max datagram size).
-    pub fn encoded_len(&self) -> Result<usize, EncodeError> {
-        Ok(varint::encoded_len(self.subscribe_id)?
-            + varint::encoded_len(self.sequence)?
-            + varint::encoded_len(self.timestamp)?
+    pub fn encoded_len(&self, version: Version) -> Result<usize, EncodeError> {
+        let flavor = version.varint();
+        Ok(varint::encoded_len_as(flavor, self.subscribe_id)?
+            + varint::encoded_len_as(flavor, self.sequence)?
+            + varint::encoded_len_as(flavor, self.timestamp)?
             + self.payload.len())
     }
 }

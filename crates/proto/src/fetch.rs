@@ -29,13 +29,13 @@ impl Message for Fetch {
         if self.frame_end.is_some_and(|end| end < self.frame_start) {
             return Err(EncodeError::InvalidSubscribeLocation);
         }
-        self.broadcast.encode(w)?;
-        coding::write_str(w, &self.track)?;
+        self.broadcast.encode(w, version)?;
+        coding::write_str(w, &self.track, version)?;
         coding::write_u8(w, self.priority);
-        coding::write_varint(w, self.group)?;
+        coding::write_varint(w, self.group, version)?;
         if version.has_frame_bounds() {
-            coding::write_varint(w, self.frame_start)?;
-            coding::write_opt(w, self.frame_end)?;
+            coding::write_varint(w, self.frame_start, version)?;
+            coding::write_opt(w, self.frame_end, version)?;
         } else if self.frame_start != 0 || self.frame_end.is_some() {
             return Err(EncodeError::FrameBoundsUnsupported);
         }
@@ -43,12 +43,15 @@ impl Message for Fetch {
     }
 
     fn decode_body(r: &mut &[u8], version: Version) -> Result<Self, DecodeError> {
-        let broadcast = Path::decode(r)?;
-        let track = coding::read_str(r)?.to_string();
+        let broadcast = Path::decode(r, version)?;
+        let track = coding::read_str(r, version)?.to_string();
         let priority = coding::read_u8(r)?;
-        let group = coding::read_varint(r)?;
+        let group = coding::read_varint(r, version)?;
         let (frame_start, frame_end) = if version.has_frame_bounds() {
-            (coding::read_varint(r)?, coding::read_opt(r)?)
+            (
+                coding::read_varint(r, version)?,
+                coding::read_opt(r, version)?,
+            )
         } else {
             (0, None)
         };

@@ -41,17 +41,14 @@ pub trait TypedMessage: Sized {
     fn decode_typed_body(kind: u64, r: &mut &[u8], version: Version) -> Result<Self, DecodeError>;
 }
 
-fn check_codec(version: Version) -> Result<(), DecodeError> {
-    if version.has_quic_varints() {
-        Ok(())
-    } else {
-        Err(DecodeError::Unsupported)
-    }
-}
-
 /// Locate `Len(i) | body` at `buf[at..]`: `Ok(None)` if incomplete, else the body range.
-fn locate(buf: &[u8], at: usize, max: usize) -> Result<Option<(usize, usize)>, DecodeError> {
-    let Some((len, n)) = varint::peek(&buf[at..]) else {
+fn locate(
+    buf: &[u8],
+    at: usize,
+    max: usize,
+    version: Version,
+) -> Result<Option<(usize, usize)>, DecodeError> {
+    let Some((len, n)) = varint::peek_as(version.varint(), &buf[at..])? else {
         return Ok(None);
     };
     if len > max as u64 {
@@ -77,8 +74,7 @@ pub fn peek_message<M: Message>(
     version: Version,
     max: usize,
 ) -> Result<Option<(M, usize)>, DecodeError> {
-    check_codec(version)?;
-    let Some((start, end)) = locate(buf, 0, max.min(M::MAX_SIZE))? else {
+    let Some((start, end)) = locate(buf, 0, max.min(M::MAX_SIZE), version)? else {
         return Ok(None);
     };
     let mut body = &buf[start..end];
@@ -125,9 +121,6 @@ pub fn encode_message<M: Message>(
     version: Version,
     out: &mut BytesMut,
 ) -> Result<(), EncodeError> {
-    if !version.has_quic_varints() {
-        return Err(EncodeError::Unsupported);
-    }
     let mut body = Vec::new();
     msg.encode_body(&mut body, version)?;
     if body.len() > M::MAX_SIZE {
@@ -136,7 +129,7 @@ pub fn encode_message<M: Message>(
             max: M::MAX_SIZE as u64,
         });
     }
-    varint::encode(body.len() as u64, out)?;
+    varint::encode_as(version.varint(), body.len() as u64, out)?;
     out.extend_from_slice(&body);
     Ok(())
 }
@@ -148,12 +141,11 @@ pub fn peek_typed<M: TypedMessage>(
     version: Version,
     max: usize,
 ) -> Result<Option<(M, usize)>, DecodeError> {
-    check_codec(version)?;
-    let Some((kind, n)) = varint::peek(buf) else {
+    let Some((kind, n)) = varint::peek_as(version.varint(), buf)? else {
         return Ok(None);
     };
     M::check_type(kind, version)?;
-    let Some((start, end)) = locate(buf, n, max.min(M::MAX_SIZE))? else {
+    let Some((start, end)) = locate(buf, n, max.min(M::MAX_SIZE), version)? else {
         return Ok(None);
     };
     let mut body = &buf[start..end];
@@ -200,9 +192,6 @@ pub fn encode_typed<M: TypedMessage>(
     version: Version,
     out: &mut BytesMut,
 ) -> Result<(), EncodeError> {
-    if !version.has_quic_varints() {
-        return Err(EncodeError::Unsupported);
-    }
     let mut body = Vec::new();
     let kind = msg.encode_typed_body(&mut body, version)?;
     if body.len() > M::MAX_SIZE {
@@ -211,8 +200,8 @@ pub fn encode_typed<M: TypedMessage>(
             max: M::MAX_SIZE as u64,
         });
     }
-    varint::encode(kind, out)?;
-    varint::encode(body.len() as u64, out)?;
+    varint::encode_as(version.varint(), kind, out)?;
+    varint::encode_as(version.varint(), body.len() as u64, out)?;
     out.extend_from_slice(&body);
     Ok(())
 }

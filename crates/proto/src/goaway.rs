@@ -20,7 +20,7 @@ impl Message for Goaway {
         if self.uri.len() > MAX_GOAWAY_URI {
             return Err(EncodeError::BoundsExceeded("GOAWAY URI"));
         }
-        coding::write_str(w, &self.uri)
+        coding::write_str(w, &self.uri, version)
     }
 
     fn decode_body(r: &mut &[u8], version: Version) -> Result<Self, DecodeError> {
@@ -29,12 +29,12 @@ impl Message for Goaway {
         }
         // Check the declared length before looking at the bytes.
         let mut peek = *r;
-        let len = coding::read_varint(&mut peek)?;
+        let len = coding::read_varint(&mut peek, version)?;
         if len > MAX_GOAWAY_URI as u64 {
             return Err(DecodeError::BoundsExceeded("GOAWAY URI"));
         }
         Ok(Goaway {
-            uri: coding::read_str(r)?.to_string(),
+            uri: coding::read_str(r, version)?.to_string(),
         })
     }
 }

@@ -27,10 +27,10 @@ pub struct GroupHeader {
 
 impl Message for GroupHeader {
     fn encode_body(&self, w: &mut Vec<u8>, version: Version) -> Result<(), EncodeError> {
-        coding::write_varint(w, self.subscribe_id)?;
-        coding::write_varint(w, self.sequence)?;
+        coding::write_varint(w, self.subscribe_id, version)?;
+        coding::write_varint(w, self.sequence, version)?;
         if version.has_frame_bounds() {
-            coding::write_varint(w, self.frame_start)?;
+            coding::write_varint(w, self.frame_start, version)?;
         } else if self.frame_start != 0 {
             return Err(EncodeError::FrameBoundsUnsupported);
         }
@@ -38,10 +38,10 @@ impl Message for GroupHeader {
     }
 
     fn decode_body(r: &mut &[u8], version: Version) -> Result<Self, DecodeError> {
-        let subscribe_id = coding::read_varint(r)?;
-        let sequence = coding::read_varint(r)?;
+        let subscribe_id = coding::read_varint(r, version)?;
+        let sequence = coding::read_varint(r, version)?;
         let frame_start = if version.has_frame_bounds() {
-            coding::read_varint(r)?
+            coding::read_varint(r, version)?
         } else {
             0
         };
@@ -65,7 +65,7 @@ pub struct FrameHeader {
 }
 
 fn check_frames(version: Version) -> bool {
-    version.has_frame_timestamps() && version.has_quic_varints()
+    version.has_frame_timestamps()
 }
 
 /// Look for a whole FRAME header at the front of `buf` without consuming; returns it and
@@ -78,10 +78,10 @@ pub fn peek_frame_header(
     if !check_frames(version) {
         return Err(DecodeError::Unsupported);
     }
-    let Some((zz, n)) = varint::peek(buf) else {
+    let Some((zz, n)) = varint::peek_as(version.varint(), buf)? else {
         return Ok(None);
     };
-    let Some((size, m)) = varint::peek(&buf[n..]) else {
+    let Some((size, m)) = varint::peek_as(version.varint(), &buf[n..])? else {
         return Ok(None);
     };
     let max = max.min(MAX_FRAME_SIZE);
@@ -134,7 +134,8 @@ pub fn encode_frame_header(
             max: MAX_FRAME_SIZE,
         });
     }
-    varint::encode(varint::zigzag_encode(header.timestamp_delta)?, out)?;
-    varint::encode(header.size, out)?;
+    let flavor = version.varint();
+    varint::encode_as(flavor, varint::zigzag_encode(header.timestamp_delta)?, out)?;
+    varint::encode_as(flavor, header.size, out)?;
     Ok(())
 }

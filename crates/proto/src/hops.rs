@@ -5,6 +5,7 @@
 
 use crate::coding::{self, DecodeError, EncodeError};
 use crate::limits::{MAX_HOPS, MAX_VARINT};
+use crate::version::Version;
 
 /// A validated hop chain, first entry the original publisher.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
@@ -97,23 +98,23 @@ impl Hops {
     }
 
     /// Read a hop list; the count is checked before any id is read.
-    pub fn decode(r: &mut &[u8]) -> Result<Hops, DecodeError> {
-        let count = coding::read_varint(r)?;
+    pub fn decode(r: &mut &[u8], version: Version) -> Result<Hops, DecodeError> {
+        let count = coding::read_varint(r, version)?;
         if count > MAX_HOPS as u64 {
             return Err(DecodeError::BoundsExceeded("hops"));
         }
         let mut hops = Hops(Vec::with_capacity(count as usize));
         for _ in 0..count {
-            hops.push(coding::read_varint(r)?)?;
+            hops.push(coding::read_varint(r, version)?)?;
         }
         Ok(hops)
     }
 
     /// Write a hop list.
-    pub fn encode(&self, w: &mut Vec<u8>) -> Result<(), EncodeError> {
-        coding::write_varint(w, self.0.len() as u64)?;
+    pub fn encode(&self, w: &mut Vec<u8>, version: Version) -> Result<(), EncodeError> {
+        coding::write_varint(w, self.0.len() as u64, version)?;
         for &id in &self.0 {
-            coding::write_varint(w, id)?;
+            coding::write_varint(w, id, version)?;
         }
         Ok(())
     }
@@ -152,17 +153,20 @@ mod tests {
     #[test]
     fn wire() {
         let mut r: &[u8] = &[0x01, 0x70, 0x39];
-        assert_eq!(Hops::decode(&mut r).unwrap().as_slice(), &[12345]);
         assert_eq!(
-            Hops::decode(&mut &[33u8][..]),
+            Hops::decode(&mut r, Version::Lite06).unwrap().as_slice(),
+            &[12345]
+        );
+        assert_eq!(
+            Hops::decode(&mut &[33u8][..], Version::Lite06),
             Err(DecodeError::BoundsExceeded("hops"))
         );
         assert_eq!(
-            Hops::decode(&mut &[2u8, 5, 5][..]),
+            Hops::decode(&mut &[2u8, 5, 5][..], Version::Lite06),
             Err(DecodeError::InvalidValue("repeated hop id"))
         );
         assert_eq!(
-            Hops::decode(&mut &[2u8, 5][..]),
+            Hops::decode(&mut &[2u8, 5][..], Version::Lite06),
             Err(DecodeError::Truncated)
         );
     }

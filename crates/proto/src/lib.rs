@@ -24,6 +24,7 @@
 
 pub mod announce;
 pub mod coding;
+pub mod compression;
 pub mod cost;
 pub mod datagram;
 pub mod error;
@@ -44,6 +45,7 @@ pub mod version;
 
 pub use announce::{Announce, AnnounceOk, AnnounceRequest, AnnounceStatus, Announcement};
 pub use coding::{DecodeError, EncodeError};
+pub use compression::{AnnounceDecoder, AnnounceEncoder, CompressedAnnouncement, HopsRef, PathRef};
 pub use cost::RouteCost;
 pub use datagram::Datagram;
 pub use error::{wt_decode, wt_encode, SessionCode, StreamCode};

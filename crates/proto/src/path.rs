@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use crate::coding::{self, DecodeError, EncodeError};
 use crate::limits::{MAX_PATH_BYTES, MAX_PATH_SEGMENTS};
+use crate::version::Version;
 
 /// A normalized broadcast path; cheap to clone (an `Arc<str>` inside).
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -158,13 +159,13 @@ impl Path {
     }
 
     /// Read a `Path(s)` field, normalizing it.
-    pub fn decode(r: &mut &[u8]) -> Result<Path, DecodeError> {
-        Ok(Path::new(coding::read_str(r)?)?)
+    pub fn decode(r: &mut &[u8], version: Version) -> Result<Path, DecodeError> {
+        Ok(Path::new(coding::read_str(r, version)?)?)
     }
 
     /// Write a `Path(s)` field.
-    pub fn encode(&self, w: &mut Vec<u8>) -> Result<(), EncodeError> {
-        coding::write_str(w, &self.0)
+    pub fn encode(&self, w: &mut Vec<u8>, version: Version) -> Result<(), EncodeError> {
+        coding::write_str(w, &self.0, version)
     }
 }
 
@@ -284,9 +285,9 @@ mod tests {
     #[test]
     fn wire() {
         let mut r: &[u8] = b"\x06/a//b/";
-        assert_eq!(Path::decode(&mut r).unwrap(), p("a/b"));
+        assert_eq!(Path::decode(&mut r, Version::Lite06).unwrap(), p("a/b"));
         let mut w = Vec::new();
-        p("a/b").encode(&mut w).unwrap();
+        p("a/b").encode(&mut w, Version::Lite06).unwrap();
         assert_eq!(w, b"\x03a/b");
     }
 }

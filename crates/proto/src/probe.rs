@@ -19,9 +19,9 @@ pub struct Probe {
 
 impl Message for Probe {
     fn encode_body(&self, w: &mut Vec<u8>, version: Version) -> Result<(), EncodeError> {
-        coding::write_varint(w, self.bitrate)?;
+        coding::write_varint(w, self.bitrate, version)?;
         if version.has_probe_rtt() {
-            coding::write_varint(w, self.rtt_ms)?;
+            coding::write_varint(w, self.rtt_ms, version)?;
         } else if self.rtt_ms != 0 {
             return Err(EncodeError::Unsupported);
         }
@@ -29,9 +29,9 @@ impl Message for Probe {
     }
 
     fn decode_body(r: &mut &[u8], version: Version) -> Result<Self, DecodeError> {
-        let bitrate = coding::read_varint(r)?;
+        let bitrate = coding::read_varint(r, version)?;
         let rtt_ms = if version.has_probe_rtt() {
-            coding::read_varint(r)?
+            coding::read_varint(r, version)?
         } else {
             0
         };

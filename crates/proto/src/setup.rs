@@ -10,7 +10,7 @@ use bytes::Bytes;
 use crate::coding::{self, DecodeError, EncodeError};
 use crate::framing::Message;
 use crate::limits::{MAX_PARAMETERS, MAX_SETUP_SIZE};
-use crate::varint;
+use crate::varint::{self, Flavor};
 use crate::version::Version;
 
 /// SETUP parameter ids.
@@ -57,7 +57,7 @@ impl Parameters {
         let Some(mut value) = self.get(id) else {
             return Ok(None);
         };
-        let v = coding::read_varint(&mut value)?;
+        let v = coding::read_varint(&mut value, Version::Lite06)?;
         coding::finish(value)?;
         Ok(Some(v))
     }
@@ -89,25 +89,25 @@ impl Parameters {
     }
 
     /// Read a parameter bag; the count is checked before anything is read.
-    pub fn decode(r: &mut &[u8]) -> Result<Parameters, DecodeError> {
-        let count = coding::read_varint(r)?;
+    pub fn decode(r: &mut &[u8], version: Version) -> Result<Parameters, DecodeError> {
+        let count = coding::read_varint(r, version)?;
         if count > MAX_PARAMETERS as u64 {
             return Err(DecodeError::TooManyParameters);
         }
         let mut params = Vec::with_capacity(count as usize);
         for _ in 0..count {
-            let id = coding::read_varint(r)?;
+            let id = coding::read_varint(r, version)?;
             if params.iter().any(|(k, _)| *k == id) {
                 return Err(DecodeError::DuplicateParameter(id));
             }
-            let value = coding::read_bytes(r)?;
+            let value = coding::read_bytes(r, version)?;
             params.push((id, Bytes::copy_from_slice(value)));
         }
         Ok(Parameters(params))
     }
 
     /// Write the bag in its order.
-    pub fn encode(&self, w: &mut Vec<u8>) -> Result<(), EncodeError> {
+    pub fn encode(&self, w: &mut Vec<u8>, version: Version) -> Result<(), EncodeError> {
         if self.0.len() > MAX_PARAMETERS {
             return Err(EncodeError::TooManyParameters);
         }
@@ -116,10 +116,10 @@ impl Parameters {
                 return Err(EncodeError::DuplicateParameter(*id));
             }
         }
-        coding::write_varint(w, self.0.len() as u64)?;
+        coding::write_varint(w, self.0.len() as u64, version)?;
         for (id, value) in &self.0 {
-            coding::write_varint(w, *id)?;
-            coding::write_bytes(w, value)?;
+            coding::write_varint(w, *id, version)?;
+            coding::write_bytes(w, value, version)?;
         }
         Ok(())
     }
@@ -301,6 +301,34 @@ impl Setup {
     }
 }
 
+/// The parameters whose value is one varint. A [`Setup`] holds them as QUIC varints whatever
+/// the version; on a version with another varint form they are rewritten on the way in and out.
+const VARINT_PARAMS: [u64; 4] = [param::PROBE, param::ROLE, param::COST, param::HOP];
+
+/// `params` with every known varint value rewritten from `from` to `to` (unknown parameters
+/// are opaque and kept as they are). A value that is not exactly one varint is refused.
+fn transcode(params: &Parameters, from: Flavor, to: Flavor) -> Result<Parameters, DecodeError> {
+    if from == to {
+        return Ok(params.clone());
+    }
+    let mut out = params.clone();
+    for id in VARINT_PARAMS {
+        let Some(mut value) = params.get(id) else {
+            continue;
+        };
+        let v = varint::decode_as(from, &mut value)
+            .map_err(|_| DecodeError::InvalidValue("SETUP varint parameter"))?;
+        if !value.is_empty() {
+            return Err(DecodeError::InvalidValue("SETUP varint parameter"));
+        }
+        let mut bytes = Vec::with_capacity(9);
+        varint::encode_as(to, v, &mut bytes)
+            .map_err(|_| DecodeError::InvalidValue("SETUP varint parameter"))?;
+        out.set(id, bytes);
+    }
+    Ok(out)
+}
+
 impl Message for Setup {
     const MAX_SIZE: usize = MAX_SETUP_SIZE;
 
@@ -312,14 +340,17 @@ impl Message for Setup {
             DecodeError::InvalidUtf8 => EncodeError::InvalidValue("SETUP Path is not UTF-8"),
             _ => EncodeError::InvalidValue("SETUP varint parameter"),
         })?;
-        self.params.encode(w)
+        let params = transcode(&self.params, Flavor::Quic, version.varint())
+            .map_err(|_| EncodeError::InvalidValue("SETUP varint parameter"))?;
+        params.encode(w, version)
     }
 
     fn decode_body(r: &mut &[u8], version: Version) -> Result<Self, DecodeError> {
         if !version.has_setup_stream() || !version.is_implemented() {
             return Err(DecodeError::Unsupported);
         }
-        let params = Parameters::decode(r)?;
+        let params = Parameters::decode(r, version)?;
+        let params = transcode(&params, version.varint(), Flavor::Quic)?;
         Setup::validate(&params)?;
         Ok(Setup { params })
     }

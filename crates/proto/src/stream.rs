@@ -69,13 +69,13 @@ impl BidiType {
 
     /// Read the stream type from the front of `buf`; `Ok(None)` until it has arrived,
     /// [`DecodeError::UnknownType`] for a value outside the table.
-    pub fn decode(buf: &mut BytesMut) -> Result<Option<BidiType>, DecodeError> {
-        decode_type(buf, Self::from_code)
+    pub fn decode(buf: &mut BytesMut, version: Version) -> Result<Option<BidiType>, DecodeError> {
+        decode_type(buf, version, Self::from_code)
     }
 
     /// Append the stream type.
-    pub fn encode(self, out: &mut BytesMut) -> Result<(), EncodeError> {
-        Ok(varint::encode(self.code(), out)?)
+    pub fn encode(self, out: &mut BytesMut, version: Version) -> Result<(), EncodeError> {
+        Ok(varint::encode_as(version.varint(), self.code(), out)?)
     }
 }
 
@@ -103,21 +103,22 @@ impl UniType {
     }
 
     /// Read the stream type from the front of `buf`; `Ok(None)` until it has arrived.
-    pub fn decode(buf: &mut BytesMut) -> Result<Option<UniType>, DecodeError> {
-        decode_type(buf, Self::from_code)
+    pub fn decode(buf: &mut BytesMut, version: Version) -> Result<Option<UniType>, DecodeError> {
+        decode_type(buf, version, Self::from_code)
     }
 
     /// Append the stream type.
-    pub fn encode(self, out: &mut BytesMut) -> Result<(), EncodeError> {
-        Ok(varint::encode(self.code(), out)?)
+    pub fn encode(self, out: &mut BytesMut, version: Version) -> Result<(), EncodeError> {
+        Ok(varint::encode_as(version.varint(), self.code(), out)?)
     }
 }
 
 fn decode_type<T>(
     buf: &mut BytesMut,
+    version: Version,
     from: impl Fn(u64) -> Option<T>,
 ) -> Result<Option<T>, DecodeError> {
-    let Some((code, n)) = varint::peek(buf) else {
+    let Some((code, n)) = varint::peek_as(version.varint(), buf)? else {
         return Ok(None);
     };
     let t = from(code).ok_or(DecodeError::UnknownType(code))?;
@@ -136,17 +137,23 @@ mod tests {
         }
         assert_eq!(BidiType::from_code(7), None);
         let mut buf = BytesMut::from(&[0x06, 0x13][..]);
-        assert_eq!(BidiType::decode(&mut buf), Ok(Some(BidiType::Track)));
+        assert_eq!(
+            BidiType::decode(&mut buf, Version::Lite06),
+            Ok(Some(BidiType::Track))
+        );
         assert_eq!(&buf[..], &[0x13]);
         let mut buf = BytesMut::from(&[0x40][..]);
-        assert_eq!(UniType::decode(&mut buf), Ok(None));
+        assert_eq!(UniType::decode(&mut buf, Version::Lite06), Ok(None));
         let mut buf = BytesMut::from(&[0x40, 0x07][..]);
-        assert_eq!(UniType::decode(&mut buf), Err(DecodeError::UnknownType(7)));
+        assert_eq!(
+            UniType::decode(&mut buf, Version::Lite06),
+            Err(DecodeError::UnknownType(7))
+        );
         assert!(!BidiType::Track.allowed_in(Version::Lite04));
         assert!(BidiType::Track.allowed_in(Version::Lite05));
         assert!(!UniType::Setup.allowed_in(Version::Lite04));
         let mut out = BytesMut::new();
-        UniType::Setup.encode(&mut out).unwrap();
+        UniType::Setup.encode(&mut out, Version::Lite06).unwrap();
         assert_eq!(&out[..], &[1]);
     }
 }

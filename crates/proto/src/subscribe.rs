@@ -73,16 +73,16 @@ impl Tail {
         if version.has_group_order() {
             coding::write_u8(w, 0);
         }
-        coding::write_varint(w, self.max_age_ms)?;
+        coding::write_varint(w, self.max_age_ms, version)?;
         if version.resolves_start() {
-            coding::write_varint(w, self.group_start.unwrap_or(0))?;
+            coding::write_varint(w, self.group_start.unwrap_or(0), version)?;
         } else {
-            coding::write_opt(w, self.group_start)?;
+            coding::write_opt(w, self.group_start, version)?;
         }
-        coding::write_opt(w, self.group_end)?;
+        coding::write_opt(w, self.group_end, version)?;
         if version.has_frame_bounds() {
-            coding::write_varint(w, self.frame_start)?;
-            coding::write_opt(w, self.frame_end)?;
+            coding::write_varint(w, self.frame_start, version)?;
+            coding::write_opt(w, self.frame_end, version)?;
         }
         Ok(())
     }
@@ -92,15 +92,18 @@ impl Tail {
         if version.has_group_order() {
             coding::read_u8(r)?; // retired Ordered byte, ignored
         }
-        let max_age_ms = coding::read_varint(r)?;
+        let max_age_ms = coding::read_varint(r, version)?;
         let group_start = if version.resolves_start() {
-            Some(coding::read_varint(r)?)
+            Some(coding::read_varint(r, version)?)
         } else {
-            coding::read_opt(r)?
+            coding::read_opt(r, version)?
         };
-        let group_end = coding::read_opt(r)?;
+        let group_end = coding::read_opt(r, version)?;
         let (frame_start, frame_end) = if version.has_frame_bounds() {
-            (coding::read_varint(r)?, coding::read_opt(r)?)
+            (
+                coding::read_varint(r, version)?,
+                coding::read_opt(r, version)?,
+            )
         } else {
             (0, None)
         };
@@ -126,9 +129,9 @@ impl Tail {
 
 impl Message for Subscribe {
     fn encode_body(&self, w: &mut Vec<u8>, version: Version) -> Result<(), EncodeError> {
-        coding::write_varint(w, self.id)?;
-        self.broadcast.encode(w)?;
-        coding::write_str(w, &self.track)?;
+        coding::write_varint(w, self.id, version)?;
+        self.broadcast.encode(w, version)?;
+        coding::write_str(w, &self.track, version)?;
         Tail {
             priority: self.priority,
             max_age_ms: self.max_age_ms,
@@ -141,9 +144,9 @@ impl Message for Subscribe {
     }
 
     fn decode_body(r: &mut &[u8], version: Version) -> Result<Self, DecodeError> {
-        let id = coding::read_varint(r)?;
-        let broadcast = Path::decode(r)?;
-        let track = coding::read_str(r)?.to_string();
+        let id = coding::read_varint(r, version)?;
+        let broadcast = Path::decode(r, version)?;
+        let track = coding::read_str(r, version)?.to_string();
         let t = Tail::decode(r, version)?;
         Ok(Subscribe {
             id,
@@ -192,46 +195,65 @@ pub const SUBSCRIBE_END: u64 = 0x1;
 /// Type of SUBSCRIBE_DROP.
 pub const SUBSCRIBE_DROP: u64 = 0x2;
 
-/// A publisher response on the subscribe stream (05/06): `Type(i) | Len(i) | body`.
-/// An unknown type is [`DecodeError::UnknownType`] (it fails the subscription).
+/// A publisher response on the subscribe stream (05+): `Type(i) | Len(i) | body`.
+/// An unknown type is [`DecodeError::UnknownType`] (it fails the subscription); so is
+/// SUBSCRIBE_DROP on lite-07, which removed it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SubscribeResponse {
     /// 0x0 `Group(i)`: the first group that will be delivered.
     Start { group: u64 },
-    /// 0x1 `Group(i)`: exclusive end; 0 means no groups.
-    End { group: u64 },
-    /// 0x2 `Start(i), End(i), Error(i)`: groups `start..=end` were dropped.
+    /// 0x1 `Group(i) [, Streams(i) on 07]`: exclusive end (0 means no groups), and on lite-07
+    /// the number of group streams the publisher opened for the subscription (`Some` exactly
+    /// there: required to encode on 07, refused before it).
+    End { group: u64, streams: Option<u64> },
+    /// 0x2 `Start(i), End(i), Error(i)`: groups `start..=end` were dropped (05 and 06).
     Drop { start: u64, end: u64, error: u64 },
 }
 
 impl TypedMessage for SubscribeResponse {
     fn check_type(kind: u64, version: Version) -> Result<(), DecodeError> {
-        if !version.has_track_stream() || version.has_stream_count() {
+        if !version.has_track_stream() {
             return Err(DecodeError::Unsupported);
         }
         match kind {
-            SUBSCRIBE_START | SUBSCRIBE_END | SUBSCRIBE_DROP => Ok(()),
+            SUBSCRIBE_START | SUBSCRIBE_END => Ok(()),
+            SUBSCRIBE_DROP if !version.has_stream_count() => Ok(()),
             other => Err(DecodeError::UnknownType(other)),
         }
     }
 
     fn encode_typed_body(&self, w: &mut Vec<u8>, version: Version) -> Result<u64, EncodeError> {
-        if !version.has_track_stream() || version.has_stream_count() {
+        if !version.has_track_stream() {
             return Err(EncodeError::Unsupported);
         }
         Ok(match *self {
             Self::Start { group } => {
-                coding::write_varint(w, group)?;
+                coding::write_varint(w, group, version)?;
                 SUBSCRIBE_START
             }
-            Self::End { group } => {
-                coding::write_varint(w, group)?;
+            Self::End { group, streams } => {
+                coding::write_varint(w, group, version)?;
+                match (version.has_stream_count(), streams) {
+                    (true, Some(streams)) => coding::write_varint(w, streams, version)?,
+                    (false, None) => {}
+                    (true, None) => {
+                        return Err(EncodeError::InvalidValue(
+                            "SUBSCRIBE_END needs its stream count",
+                        ))
+                    }
+                    (false, Some(_)) => {
+                        return Err(EncodeError::InvalidValue("a stream count before lite-07"))
+                    }
+                }
                 SUBSCRIBE_END
             }
             Self::Drop { start, end, error } => {
-                coding::write_varint(w, start)?;
-                coding::write_varint(w, end)?;
-                coding::write_varint(w, error)?;
+                if version.has_stream_count() {
+                    return Err(EncodeError::Unsupported);
+                }
+                coding::write_varint(w, start, version)?;
+                coding::write_varint(w, end, version)?;
+                coding::write_varint(w, error, version)?;
                 SUBSCRIBE_DROP
             }
         })
@@ -241,15 +263,20 @@ impl TypedMessage for SubscribeResponse {
         Self::check_type(kind, version)?;
         Ok(match kind {
             SUBSCRIBE_START => Self::Start {
-                group: coding::read_varint(r)?,
+                group: coding::read_varint(r, version)?,
             },
             SUBSCRIBE_END => Self::End {
-                group: coding::read_varint(r)?,
+                group: coding::read_varint(r, version)?,
+                streams: if version.has_stream_count() {
+                    Some(coding::read_varint(r, version)?)
+                } else {
+                    None
+                },
             },
             _ => Self::Drop {
-                start: coding::read_varint(r)?,
-                end: coding::read_varint(r)?,
-                error: coding::read_varint(r)?,
+                start: coding::read_varint(r, version)?,
+                end: coding::read_varint(r, version)?,
+                error: coding::read_varint(r, version)?,
             },
         })
     }

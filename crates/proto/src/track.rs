@@ -17,8 +17,8 @@ impl Message for Track {
         if !version.has_track_stream() {
             return Err(EncodeError::Unsupported);
         }
-        self.broadcast.encode(w)?;
-        coding::write_str(w, &self.track)
+        self.broadcast.encode(w, version)?;
+        coding::write_str(w, &self.track, version)
     }
 
     fn decode_body(r: &mut &[u8], version: Version) -> Result<Self, DecodeError> {
@@ -26,8 +26,8 @@ impl Message for Track {
             return Err(DecodeError::Unsupported);
         }
         Ok(Track {
-            broadcast: Path::decode(r)?,
-            track: coding::read_str(r)?.to_string(),
+            broadcast: Path::decode(r, version)?,
+            track: coding::read_str(r, version)?.to_string(),
         })
     }
 }
@@ -66,8 +66,8 @@ impl Message for TrackInfo {
         if version.has_group_order() {
             coding::write_u8(w, 0);
         }
-        coding::write_varint(w, self.max_age_ms)?;
-        coding::write_varint(w, self.timescale)
+        coding::write_varint(w, self.max_age_ms, version)?;
+        coding::write_varint(w, self.timescale, version)
     }
 
     fn decode_body(r: &mut &[u8], version: Version) -> Result<Self, DecodeError> {
@@ -78,8 +78,8 @@ impl Message for TrackInfo {
         if version.has_group_order() {
             coding::read_u8(r)?;
         }
-        let max_age_ms = coding::read_varint(r)?;
-        let timescale = coding::read_varint(r)?;
+        let max_age_ms = coding::read_varint(r, version)?;
+        let timescale = coding::read_varint(r, version)?;
         if timescale == 0 {
             return Err(DecodeError::InvalidValue("timescale"));
         }

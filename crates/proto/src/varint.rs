@@ -1,9 +1,17 @@
-//! QUIC variable-length integers and the ZigZag mapping (docs/wire.md §2; RFC 9000 §16).
+//! Variable-length integers in both of their wire forms, and the ZigZag mapping (docs/wire.md
+//! §2; RFC 9000 §16).
 //!
-//! The top two bits of the first byte give the length (`00`→1, `01`→2, `10`→4, `11`→8
-//! bytes), the rest is the big-endian value. [`encode`] always writes the minimal form and
-//! refuses values ≥ 2^62 with [`VarintTooLarge`]; [`decode`] and [`peek`] accept any form,
-//! minimal or not. lite-07-wip's leading-ones varints are not implemented here.
+//! **QUIC varints** (every moq-lite version before 07, and QMux): the top two bits of the
+//! first byte give the length (`00`→1, `01`→2, `10`→4, `11`→8 bytes), the rest is the
+//! big-endian value. [`encode`] always writes the minimal form and refuses values ≥ 2^62 with
+//! [`VarintTooLarge`]; [`decode`] and [`peek`] accept any form, minimal or not.
+//!
+//! **Leading-ones varints** (lite-07-wip): the number of leading one bits of the first byte
+//! gives the length: `0xxxxxxx` 1 byte (7 bits), `10` 2 (14), `110` 3 (21), `1110` 4 (28),
+//! `11110` 5 (35), `111110` 6 (42), `1111110x` 7 (49), `11111110` 8 (56), `11111111` 9 (64).
+//! The encoder writes the minimal form but never the 7-byte one (a value of 43 to 56 bits
+//! takes 8 bytes); the decoder accepts every form and refuses a value above 2^62 - 1, the
+//! range every moq-lite field shares. [`Flavor`] picks one; `*_as` functions take it.
 
 use bytes::BufMut;
 
@@ -66,6 +74,104 @@ pub fn peek(buf: &[u8]) -> Option<(u64, usize)> {
 /// `r` ends inside it.
 pub fn decode(r: &mut &[u8]) -> Result<u64, DecodeError> {
     let (v, n) = peek(r).ok_or(DecodeError::Truncated)?;
+    *r = &r[n..];
+    Ok(v)
+}
+
+/// Which wire form a version writes its integers in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavor {
+    /// RFC 9000 §16: a 2-bit length tag.
+    Quic,
+    /// The MoQT draft-17 form: the length in leading one bits.
+    LeadingOnes,
+}
+
+/// Bytes the minimal `flavor` encoding of `v` takes.
+pub fn encoded_len_as(flavor: Flavor, v: u64) -> Result<usize, VarintTooLarge> {
+    match flavor {
+        Flavor::Quic => encoded_len(v),
+        Flavor::LeadingOnes => match v {
+            _ if v > MAX => Err(VarintTooLarge(v)),
+            _ if v < 1 << 7 => Ok(1),
+            _ if v < 1 << 14 => Ok(2),
+            _ if v < 1 << 21 => Ok(3),
+            _ if v < 1 << 28 => Ok(4),
+            _ if v < 1 << 35 => Ok(5),
+            _ if v < 1 << 42 => Ok(6),
+            // The 7-byte form is never written: 8 bytes carry 56 bits.
+            _ if v < 1 << 56 => Ok(8),
+            _ => Ok(9),
+        },
+    }
+}
+
+/// Append the minimal `flavor` encoding of `v`.
+pub fn encode_as<B: BufMut + ?Sized>(
+    flavor: Flavor,
+    v: u64,
+    out: &mut B,
+) -> Result<(), VarintTooLarge> {
+    let len = encoded_len_as(flavor, v)?;
+    if flavor == Flavor::Quic {
+        return encode(v, out);
+    }
+    match len {
+        1 => out.put_u8(v as u8),
+        9 => {
+            out.put_u8(0xff);
+            out.put_u64(v);
+        }
+        8 => {
+            out.put_u8(0xfe);
+            out.put_slice(&v.to_be_bytes()[1..]);
+        }
+        _ => {
+            // `len - 1` leading ones, a zero, then the value's top bits; the rest follows.
+            let tag = !(0xffu8 >> (len - 1));
+            let bytes = v.to_be_bytes();
+            let rest = &bytes[8 - (len - 1)..];
+            out.put_u8(tag | (v >> (8 * (len - 1))) as u8);
+            out.put_slice(rest);
+        }
+    }
+    Ok(())
+}
+
+/// Look at the `flavor` varint at the start of `buf` without consuming it: the value and its
+/// length, `None` when `buf` does not yet hold all of it. A leading-ones value above 2^62 - 1
+/// is refused (a QUIC varint cannot be malformed, only incomplete).
+pub fn peek_as(flavor: Flavor, buf: &[u8]) -> Result<Option<(u64, usize)>, DecodeError> {
+    if flavor == Flavor::Quic {
+        return Ok(peek(buf));
+    }
+    let Some(&first) = buf.first() else {
+        return Ok(None);
+    };
+    let ones = first.leading_ones() as usize;
+    let len = ones + 1;
+    let Some(bytes) = buf.get(..len) else {
+        return Ok(None);
+    };
+    // The bits of the first byte below its tag (none for the 8- and 9-byte forms).
+    let mut v = if ones >= 7 {
+        0
+    } else {
+        u64::from(first & (0x7f >> ones))
+    };
+    for b in &bytes[1..] {
+        v = (v << 8) | u64::from(*b);
+    }
+    if v > MAX {
+        return Err(DecodeError::BoundsExceeded("varint above 2^62 - 1"));
+    }
+    Ok(Some((v, len)))
+}
+
+/// Read one `flavor` varint from the front of `r`, advancing it; [`DecodeError::Truncated`]
+/// if `r` ends inside it.
+pub fn decode_as(flavor: Flavor, r: &mut &[u8]) -> Result<u64, DecodeError> {
+    let (v, n) = peek_as(flavor, r)?.ok_or(DecodeError::Truncated)?;
     *r = &r[n..];
     Ok(v)
 }
@@ -144,6 +250,55 @@ mod tests {
         assert!(zigzag_encode(limits::MAX_ZIGZAG + 1).is_err());
         assert!(zigzag_encode(limits::MIN_ZIGZAG - 1).is_err());
         assert_eq!(zigzag_decode(MAX), limits::MIN_ZIGZAG);
+    }
+
+    fn lo(v: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        encode_as(Flavor::LeadingOnes, v, &mut out).unwrap();
+        out
+    }
+
+    /// The spec's lite-07 examples, and the form boundaries both ways.
+    #[test]
+    fn leading_ones() {
+        assert_eq!(lo(1000), hex("83e8"));
+        assert_eq!(lo(5000), hex("9388"));
+        assert_eq!(lo(120_000), hex("c1d4c0"));
+        assert_eq!(lo(0x1A2B_3C4D_5E6F), hex("fe00 1a2b 3c4d 5e6f"));
+        assert_eq!(lo(100), hex("64"));
+        for (v, n) in [
+            (0x7f, 1),
+            (0x80, 2),
+            ((1 << 14) - 1, 2),
+            (1 << 14, 3),
+            ((1 << 21) - 1, 3),
+            (1 << 21, 4),
+            ((1 << 28) - 1, 4),
+            (1 << 28, 5),
+            ((1 << 35) - 1, 5),
+            (1 << 35, 6),
+            ((1 << 42) - 1, 6),
+            (1 << 42, 8),
+            ((1 << 56) - 1, 8),
+            (1 << 56, 9),
+            (MAX, 9),
+        ] {
+            let bytes = lo(v);
+            assert_eq!(bytes.len(), n, "{v:#x}");
+            assert_eq!(encoded_len_as(Flavor::LeadingOnes, v), Ok(n));
+            assert_eq!(peek_as(Flavor::LeadingOnes, &bytes), Ok(Some((v, n))));
+            assert_eq!(peek_as(Flavor::LeadingOnes, &bytes[..n - 1]), Ok(None));
+        }
+        // The 7-byte form decodes, though it is never written.
+        assert_eq!(
+            peek_as(Flavor::LeadingOnes, &hex("fd 0000 0000 0001")),
+            Ok(Some(((1 << 48) | 1, 7)))
+        );
+        // Non-minimal forms decode.
+        assert_eq!(peek_as(Flavor::LeadingOnes, &hex("8005")), Ok(Some((5, 2))));
+        // Past 2^62 - 1: refused, never truncated.
+        assert!(peek_as(Flavor::LeadingOnes, &hex("ff 4000 0000 0000 0000")).is_err());
+        assert!(encode_as(Flavor::LeadingOnes, MAX + 1, &mut Vec::new()).is_err());
     }
 
     fn hex(s: &str) -> Vec<u8> {

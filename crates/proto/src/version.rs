@@ -72,12 +72,21 @@ impl Version {
 
     /// Whether this crate encodes and decodes every message of this version.
     pub const fn is_implemented(self) -> bool {
-        matches!(self, Self::Lite05 | Self::Lite06)
+        matches!(self, Self::Lite05 | Self::Lite06 | Self::Lite07Wip)
     }
 
     /// Whether this version's integers are QUIC varints (every version before 07).
     pub const fn has_quic_varints(self) -> bool {
         !matches!(self, Self::Lite07Wip)
+    }
+
+    /// The wire form of this version's integers.
+    pub const fn varint(self) -> crate::varint::Flavor {
+        if self.has_quic_varints() {
+            crate::varint::Flavor::Quic
+        } else {
+            crate::varint::Flavor::LeadingOnes
+        }
     }
 
     /// PROBE carries the RTT field (04+).

@@ -92,6 +92,7 @@ fn announce_request() {
         AnnounceRequest {
             prefix: Path::empty(),
             exclude_hop: 0,
+            hidden: false,
         },
     );
     golden(
@@ -100,6 +101,7 @@ fn announce_request() {
         AnnounceRequest {
             prefix: Path::empty(),
             exclude_hop: 0,
+            hidden: false,
         },
     );
     golden(
@@ -108,6 +110,7 @@ fn announce_request() {
         AnnounceRequest {
             prefix: path("demo/clock"),
             exclude_hop: 0,
+            hidden: false,
         },
     );
 }
@@ -248,7 +251,14 @@ fn subscribe_update() {
 fn subscribe_responses() {
     for v in [V5, V6] {
         golden_t("00 01 01", v, SubscribeResponse::Start { group: 1 });
-        golden_t("01 01 02", v, SubscribeResponse::End { group: 2 });
+        golden_t(
+            "01 01 02",
+            v,
+            SubscribeResponse::End {
+                group: 2,
+                streams: None,
+            },
+        );
         golden_t(
             "02 03 03 04 00",
             v,
@@ -333,7 +343,7 @@ fn datagram() {
     let mut out = Vec::new();
     d.encode(V6, &mut out).unwrap();
     assert_eq!(out, bytes);
-    assert_eq!(d.encoded_len().unwrap(), bytes.len());
+    assert_eq!(d.encoded_len(Version::Lite06).unwrap(), bytes.len());
 }
 
 #[test]
@@ -371,11 +381,20 @@ fn stream_types() {
         (0x06, BidiType::Track),
     ] {
         let mut buf = BytesMut::from(&[byte][..]);
-        assert_eq!(BidiType::decode(&mut buf).unwrap(), Some(t));
+        assert_eq!(
+            BidiType::decode(&mut buf, Version::Lite06).unwrap(),
+            Some(t)
+        );
     }
     let mut buf = BytesMut::from(&[0x00, 0x01][..]);
-    assert_eq!(UniType::decode(&mut buf).unwrap(), Some(UniType::Group));
-    assert_eq!(UniType::decode(&mut buf).unwrap(), Some(UniType::Setup));
+    assert_eq!(
+        UniType::decode(&mut buf, Version::Lite06).unwrap(),
+        Some(UniType::Group)
+    );
+    assert_eq!(
+        UniType::decode(&mut buf, Version::Lite06).unwrap(),
+        Some(UniType::Setup)
+    );
 }
 
 // ---- docs/wire.md §7.3: mapped stream codes ------------------------------------------
@@ -415,13 +434,15 @@ fn wt_mapped_codes() {
 /// Read a uni stream's type then the messages; returns the rest.
 fn uni(bytes: &str) -> (UniType, BytesMut) {
     let mut buf = BytesMut::from(&hex(bytes)[..]);
-    let t = UniType::decode(&mut buf).unwrap().unwrap();
+    let t = UniType::decode(&mut buf, Version::Lite06).unwrap().unwrap();
     (t, buf)
 }
 
 fn bidi(bytes: &str) -> (BidiType, BytesMut) {
     let mut buf = BytesMut::from(&hex(bytes)[..]);
-    let t = BidiType::decode(&mut buf).unwrap().unwrap();
+    let t = BidiType::decode(&mut buf, Version::Lite06)
+        .unwrap()
+        .unwrap();
     (t, buf)
 }
 
@@ -536,7 +557,14 @@ fn worked_example_lite06() {
     assert_eq!(stamps, [60_000, 61_000]);
 
     // Ending: SUBSCRIBE_END exclusive 2, reset code 1 mapped.
-    golden_t("01 01 02", V6, SubscribeResponse::End { group: 2 });
+    golden_t(
+        "01 01 02",
+        V6,
+        SubscribeResponse::End {
+            group: 2,
+            streams: None,
+        },
+    );
     assert_eq!(
         varint::to_vec(wt_encode(1)).unwrap(),
         hex("c0 00 52 e4 a4 0f a8 dc")
@@ -620,7 +648,14 @@ fn worked_example_lite05() {
         },
     );
     golden_t("00 01 2a", V5, SubscribeResponse::Start { group: 42 });
-    golden_t("01 01 2b", V5, SubscribeResponse::End { group: 43 });
+    golden_t(
+        "01 01 2b",
+        V5,
+        SubscribeResponse::End {
+            group: 43,
+            streams: None,
+        },
+    );
 
     let (t, mut buf) = uni("00 02 00 2a 80 98 96 80 04 66 72 6d 31 80 01 04 6a 04 66 72 6d 32");
     assert_eq!(t, UniType::Group);
@@ -724,22 +759,94 @@ fn worked_example_lite05() {
     assert_eq!(out, dg);
 }
 
-// ---- lite-07-wip is recognised but not implemented -----------------------------------
+// ---- lite-07-wip: leading-ones varints, the Hidden flag, SUBSCRIBE_END's stream count --
 
 #[test]
-fn lite07_is_unsupported() {
+fn lite07_messages() {
     let v = Version::Lite07Wip;
-    let mut buf = BytesMut::from(&hex("05 7f 9388 83e8")[..]);
+    golden(
+        "05 7f 9388 83e8",
+        v,
+        TrackInfo {
+            priority: 0x7f,
+            max_age_ms: 5000,
+            timescale: 1000,
+        },
+    );
+    let mut setup = Setup::new();
+    setup.set_cost(Some(100));
+    golden("04 01 04 01 64", v, setup.clone());
+    // The same SETUP on lite-06: the value is a QUIC varint there.
+    golden("05 01 04 02 40 64", Version::Lite06, setup);
+    golden(
+        "02 00 01",
+        v,
+        AnnounceRequest {
+            prefix: Path::empty(),
+            exclude_hop: 0,
+            hidden: true,
+        },
+    );
+    golden_t(
+        "01 02 02 01",
+        v,
+        SubscribeResponse::End {
+            group: 2,
+            streams: Some(1),
+        },
+    );
+    // A hop in the 8-byte form, and a 3-byte frame delta.
+    let mut setup = Setup::new();
+    setup.set_hop(Some(0x1A2B3C4D5E6F)).unwrap();
+    golden("0b 01 05 08 fe 00 1a2b 3c4d 5e6f", v, setup);
+    let mut buf = BytesMut::new();
+    encode_frame_header(
+        &FrameHeader {
+            timestamp_delta: 60_000,
+            size: 5,
+        },
+        v,
+        &mut buf,
+    )
+    .unwrap();
+    assert_eq!(&buf[..], &hex("c1 d4 c0 05")[..]);
+}
+
+#[test]
+fn lite07_refuses_what_it_removed_or_never_had() {
+    let v = Version::Lite07Wip;
+    // SUBSCRIBE_DROP no longer exists.
+    let mut buf = BytesMut::from(&hex("02 03 01 02 03")[..]);
     assert_eq!(
-        decode_message::<TrackInfo>(&mut buf, v),
+        decode_typed::<SubscribeResponse>(&mut buf, v),
+        Err(DecodeError::UnknownType(2))
+    );
+    let drop = SubscribeResponse::Drop {
+        start: 1,
+        end: 2,
+        error: 3,
+    };
+    assert!(encode_typed(&drop, v, &mut BytesMut::new()).is_err());
+    // END must carry its count on 07, and may not before.
+    let bare = SubscribeResponse::End {
+        group: 2,
+        streams: None,
+    };
+    assert!(encode_typed(&bare, v, &mut BytesMut::new()).is_err());
+    let counted = SubscribeResponse::End {
+        group: 2,
+        streams: Some(1),
+    };
+    assert!(encode_typed(&counted, Version::Lite06, &mut BytesMut::new()).is_err());
+    // Hidden is a bool: 2 is not one.
+    let mut buf = BytesMut::from(&hex("02 00 02")[..]);
+    assert!(decode_message::<AnnounceRequest>(&mut buf, v).is_err());
+    // Lite-06's typed announcements are not lite-07's.
+    let mut buf = BytesMut::from(&hex("01 01 00")[..]);
+    assert_eq!(
+        decode_typed::<Announcement>(&mut buf, v),
         Err(DecodeError::Unsupported)
     );
-    let mut out = BytesMut::new();
-    assert_eq!(
-        encode_message(&TrackInfo::default(), v, &mut out),
-        Err(EncodeError::Unsupported)
-    );
-    assert!(out.is_empty());
 }
 
 // ---- lite-03/04: shared layouts work through the gates, differing ones are refused ----
@@ -754,6 +861,7 @@ fn older_versions_through_gates() {
         AnnounceRequest {
             prefix: Path::empty(),
             exclude_hop: 5,
+            hidden: false,
         },
     );
     golden(
@@ -762,6 +870,7 @@ fn older_versions_through_gates() {
         AnnounceRequest {
             prefix: Path::empty(),
             exclude_hop: 0,
+            hidden: false,
         },
     );
     golden(

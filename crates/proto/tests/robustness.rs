@@ -257,7 +257,10 @@ fn malformed_bodies() {
     );
     // Stream types.
     let mut buf = BytesMut::from(&hex("07")[..]);
-    assert_eq!(BidiType::decode(&mut buf), Err(UnknownType(7)));
+    assert_eq!(
+        BidiType::decode(&mut buf, Version::Lite06),
+        Err(UnknownType(7))
+    );
     // Version gates.
     assert_eq!(
         decode::<Track>(&hex("02 00 00"), Version::Lite04),

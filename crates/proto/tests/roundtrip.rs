@@ -15,7 +15,11 @@ use starling_proto::*;
 const MAX: u64 = varint::MAX;
 
 fn version() -> impl Strategy<Value = Version> {
-    prop_oneof![Just(Version::Lite05), Just(Version::Lite06)]
+    prop_oneof![
+        Just(Version::Lite05),
+        Just(Version::Lite06),
+        Just(Version::Lite07Wip)
+    ]
 }
 
 fn any_varint() -> impl Strategy<Value = u64> {
@@ -107,6 +111,36 @@ proptest! {
     }
 
     #[test]
+    fn leading_ones_varint_round_trips(v in any_varint()) {
+        use varint::Flavor::LeadingOnes;
+        let mut bytes = Vec::new();
+        varint::encode_as(LeadingOnes, v, &mut bytes).unwrap();
+        prop_assert_eq!(bytes.len(), varint::encoded_len_as(LeadingOnes, v).unwrap());
+        prop_assert!(bytes.len() != 7, "the 7-byte form is never written");
+        prop_assert_eq!(varint::peek_as(LeadingOnes, &bytes), Ok(Some((v, bytes.len()))));
+        for n in 0..bytes.len() {
+            prop_assert_eq!(varint::peek_as(LeadingOnes, &bytes[..n]), Ok(None));
+        }
+    }
+
+    #[test]
+    fn leading_ones_decodes_any_bytes_within_range(bytes in proptest::collection::vec(any::<u8>(), 0..10)) {
+        use varint::Flavor::LeadingOnes;
+        match varint::peek_as(LeadingOnes, &bytes) {
+            Ok(Some((v, n))) => {
+                prop_assert!(v <= MAX);
+                prop_assert_eq!(n, bytes[0].leading_ones() as usize + 1);
+                // What decodes re-encodes (minimally) to the same value.
+                let mut again = Vec::new();
+                varint::encode_as(LeadingOnes, v, &mut again).unwrap();
+                prop_assert_eq!(varint::peek_as(LeadingOnes, &again), Ok(Some((v, again.len()))));
+            }
+            Ok(None) => prop_assert!(bytes.is_empty() || bytes.len() <= bytes[0].leading_ones() as usize),
+            Err(_) => prop_assert_eq!(bytes[0], 0xff),
+        }
+    }
+
+    #[test]
     fn varint_non_minimal_decodes(v in 0..64u64) {
         for len in [2usize, 4, 8] {
             let mut b = vec![0u8; len];
@@ -137,7 +171,7 @@ proptest! {
         let mut body = Vec::new();
         varint::encode(s.len() as u64, &mut body).unwrap();
         body.extend_from_slice(s.as_bytes());
-        prop_assert_eq!(Path::decode(&mut &body[..]).unwrap(), p);
+        prop_assert_eq!(Path::decode(&mut &body[..], Version::Lite06).unwrap(), p);
     }
 
     #[test]
@@ -198,9 +232,10 @@ proptest! {
     }
 
     #[test]
-    fn announce_request_round_trips(v in version(), prefix in arb_path(), hop in any_varint()) {
+    fn announce_request_round_trips(v in version(), prefix in arb_path(), hop in any_varint(), hidden in any::<bool>()) {
         let exclude_hop = if v.has_exclude_hop() { hop } else { 0 };
-        round_trip(&AnnounceRequest { prefix, exclude_hop }, v);
+        let hidden = hidden && v.has_hidden();
+        round_trip(&AnnounceRequest { prefix, exclude_hop, hidden }, v);
     }
 
     #[test]
@@ -254,7 +289,9 @@ proptest! {
     fn subscribe_response_round_trips(v in version(), kind in 0u8..3, a in any_varint(), b in any_varint(), c in any_varint()) {
         let r = match kind {
             0 => SubscribeResponse::Start { group: a },
-            1 => SubscribeResponse::End { group: a },
+            1 => SubscribeResponse::End { group: a, streams: v.has_stream_count().then_some(b) },
+            // Lite-07 removed DROP.
+            _ if v.has_stream_count() => SubscribeResponse::Start { group: c },
             _ => SubscribeResponse::Drop { start: a, end: b, error: c },
         };
         round_trip_t(&r, v);
@@ -311,7 +348,7 @@ proptest! {
         let d = Datagram { subscribe_id, sequence, timestamp, payload: Bytes::from(payload) };
         let mut out = Vec::new();
         d.encode(v, &mut out).unwrap();
-        prop_assert_eq!(out.len(), d.encoded_len().unwrap());
+        prop_assert_eq!(out.len(), d.encoded_len(v).unwrap());
         let back = Datagram::decode(&Bytes::from(out.clone()), v).unwrap();
         prop_assert_eq!(&back, &d);
         let mut again = Vec::new();

@@ -65,6 +65,7 @@ async fn malformed_clients_are_closed_and_others_keep_flowing() {
         &AnnounceRequest {
             prefix: Path::empty(),
             exclude_hop: 0,
+            hidden: false,
         },
         Version::Lite06,
         &mut expected,

@@ -82,6 +82,9 @@ pub struct SessionConfig {
     pub announce_prefixes: Vec<Path>,
     /// A cluster peer also hears hidden (dot-segment) paths.
     pub cluster_peer: bool,
+    /// On lite-07, ask the peer for hidden (dot-segment) paths too (ANNOUNCE_REQUEST's Hidden
+    /// flag); true by default, as moq-net's clients send it.
+    pub hear_hidden: bool,
     /// Our price for routes learned from this peer; else the peer's SETUP cost, else 1.
     pub link_cost: Option<u64>,
     /// The longest hop chain accepted from this peer (after appending its hop); longer
@@ -119,6 +122,7 @@ impl SessionConfig {
             root: Path::empty(),
             announce_prefixes: vec![Path::empty()],
             cluster_peer: false,
+            hear_hidden: true,
             link_cost: None,
             max_hops: starling_proto::limits::MAX_HOPS,
             limits: SessionLimits::default(),

@@ -157,8 +157,8 @@ impl<R: RecvStream> Reader<R> {
 
     /// A bare varint (stream types).
     pub async fn varint(&mut self) -> Result<Option<u64>, Error> {
-        self.next(|buf, _| {
-            Ok(varint::peek(buf).map(|(v, n)| {
+        self.next(|buf, version| {
+            Ok(varint::peek_as(version.varint(), buf)?.map(|(v, n)| {
                 let _ = buf.split_to(n);
                 v
             }))

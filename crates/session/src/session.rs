@@ -83,6 +83,13 @@ impl SessionStats {
     }
 }
 
+/// One subscription of ours to the peer: the track its groups go to, and how many group
+/// streams for it have arrived (lite-07's SUBSCRIBE_END settles the tail on that count).
+pub(crate) struct Upstream {
+    pub track: Arc<TrackProducer>,
+    pub streams: tokio::sync::watch::Sender<u64>,
+}
+
 pub(crate) struct Shared<T: Transport> {
     pub transport: T,
     pub version: Version,
@@ -90,7 +97,7 @@ pub(crate) struct Shared<T: Transport> {
     pub peer: PeerSetup,
     pub budget: RecvBudget,
     /// Our subscriptions to the peer, by subscribe id: where its group streams land.
-    pub upstream: Mutex<HashMap<u64, Arc<TrackProducer>>>,
+    pub upstream: Mutex<HashMap<u64, Arc<Upstream>>>,
     pub next_subscribe_id: AtomicU64,
     pub served_subscriptions: AtomicUsize,
     pub announce_interests: AtomicUsize,
@@ -280,7 +287,7 @@ fn advertise_probe<T: Transport>(transport: &T, setup: &mut Setup) {
 }
 
 fn check_version(version: Version) -> Result<(), Error> {
-    if Version::SUPPORTED.contains(&version) {
+    if version.is_implemented() {
         Ok(())
     } else {
         Err(Error::Decode(starling_proto::DecodeError::Unsupported))

@@ -37,7 +37,7 @@ impl<S: SendStream> Writer<S> {
     }
 
     pub fn queue_varint(&mut self, value: u64) -> Result<(), Error> {
-        varint::encode(value, &mut self.buf)
+        varint::encode_as(self.version.varint(), value, &mut self.buf)
             .map_err(|_| Error::Encode(starling_proto::EncodeError::BoundsExceeded("varint")))?;
         Ok(())
     }

@@ -109,7 +109,15 @@ async fn ended_owing_group_one(version: Version) -> Ended {
     .await;
     send_group(&peer, upstream.id, 0, version).await;
     assert_eq!(read_group(&mut track).await, (0, vec!["g0".to_string()]));
-    respond(&mut upstream, SubscribeResponse::End { group: 2 }, version).await;
+    respond(
+        &mut upstream,
+        SubscribeResponse::End {
+            group: 2,
+            streams: None,
+        },
+        version,
+    )
+    .await;
     upstream.send.finish().unwrap();
     Ended {
         peer,

@@ -16,8 +16,13 @@ pub struct ConnectArgs {
     /// (WebSocket only), tcp:// (plaintext QMux).
     #[arg(long)]
     pub url: Url,
-    /// Versions to offer, most preferred first (moq-lite-06, moq-lite-05).
-    #[arg(long = "client-version", value_delimiter = ',')]
+    /// Versions to offer, most preferred first (default moq-lite-06, moq-lite-05;
+    /// moq-lite-07-wip only when named).
+    #[arg(
+        long = "version",
+        visible_aliases = ["client-version", "connect-version"],
+        value_delimiter = ','
+    )]
     pub versions: Vec<Version>,
     /// Accept any server certificate (development only).
     #[arg(long)]

@@ -35,7 +35,8 @@ pub struct RelayArgs {
     /// a cluster peer (mTLS). Clients without one still connect. Not with public access.
     #[arg(long)]
     listen_tls_root: Option<PathBuf>,
-    /// Versions served, most preferred first.
+    /// Versions served, most preferred first (moq-relay's names: moq-lite-06, moq-lite-05,
+    /// and moq-lite-07-wip, which only this opts into).
     #[arg(long = "listen-version", value_delimiter = ',')]
     versions: Vec<Version>,
     /// Cache budget per track in bytes (the latest group always stays).
@@ -358,6 +359,9 @@ fn build(args: RelayArgs) -> anyhow::Result<RelayConfig> {
     } else {
         args.versions
     };
+    if let Some(version) = versions.iter().find(|v| !v.is_implemented()) {
+        anyhow::bail!("--listen-version {version}: this build does not serve it yet");
+    }
     if !versions.is_empty() {
         config.versions = versions;
     }

@@ -155,7 +155,7 @@ pub fn exercise(bytes: &[u8]) {
         }
     }
     let mut buf = BytesMut::from(bytes);
-    let _ = BidiType::decode(&mut buf);
+    let _ = BidiType::decode(&mut buf, Version::Lite06);
     let mut buf = BytesMut::from(bytes);
-    let _ = UniType::decode(&mut buf);
+    let _ = UniType::decode(&mut buf, Version::Lite06);
 }

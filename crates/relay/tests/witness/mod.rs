@@ -213,6 +213,7 @@ pub fn announce_request() -> Bytes {
         &starling_proto::AnnounceRequest {
             prefix: Path::empty(),
             exclude_hop: 0,
+            hidden: false,
         },
         Version::Lite06,
         &mut request,

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use starling_model::{Announced, Origin};
 use starling_proto::{
-    Announce, AnnounceOk, AnnounceRequest, AnnounceStatus, Announcement, Hops, Path, RouteCost,
+    Announce, AnnounceEncoder, AnnounceOk, AnnounceRequest, AnnounceStatus, Announcement, Hops,
+    Path, RouteCost,
 };
 use starling_transport::Transport;
 
@@ -59,7 +60,8 @@ pub(crate) async fn announce<T: Transport>(
         prefix,
         root: shared.config.root.clone(),
         access: shared.config.access.clone(),
-        show_hidden: shared.config.cluster_peer || has_hidden(&request.prefix),
+        // A cluster peer hears every path; on lite-07 a requester opts in with its Hidden flag.
+        show_hidden: shared.config.cluster_peer || request.hidden || has_hidden(&request.prefix),
         max_hops: shared.config.max_hops,
     };
 
@@ -73,13 +75,18 @@ pub(crate) async fn announce<T: Transport>(
 
     let mut sent: HashMap<Path, Sent> = HashMap::new();
     let mut next_id = 0u64;
+    // Lite-07 writes its announcements with references to the ones still live.
+    let mut encoder = shared
+        .version
+        .has_announce_compression()
+        .then(|| AnnounceEncoder::new(shared.version));
     writer.queue(&AnnounceOk {
         hop: shared.config.hop,
         active_count: initial.len() as u64,
     })?;
     for announced in initial {
         let suffix = view.suffix(&announced.path);
-        queue_start(writer, &suffix, &announced)?;
+        queue_start(writer, &mut encoder, &suffix, &announced)?;
         sent.insert(
             announced.path.clone(),
             Sent {
@@ -115,17 +122,17 @@ pub(crate) async fn announce<T: Transport>(
                     match (current, sent.get(&path)) {
                         (None, None) => {}
                         (None, Some(old)) => {
-                            queue_end(writer, &suffix, old.id)?;
+                            queue_end(writer, &mut encoder, &suffix, old.id)?;
                             sent.remove(&path);
                             held.remove(&path);
                         }
                         (Some(now), None) => {
-                            queue_start(writer, &suffix, &now)?;
+                            queue_start(writer, &mut encoder, &suffix, &now)?;
                             sent.insert(path, Sent { id: next_id, hops: now.route.hops, cost: now.route.cost });
                             next_id += 1;
                         }
                         (Some(_), Some(_)) if hold.is_zero() => {
-                            update(writer, &view, &mut sent, &path, exclude)?;
+                            update(writer, &mut encoder, &view, &mut sent, &path, exclude)?;
                         }
                         (Some(_), Some(_)) => {
                             held.entry(path).or_insert_with(|| tokio::time::Instant::now() + hold);
@@ -143,7 +150,7 @@ pub(crate) async fn announce<T: Transport>(
                     .collect();
                 for path in ready {
                     held.remove(&path);
-                    update(writer, &view, &mut sent, &path, exclude)?;
+                    update(writer, &mut encoder, &view, &mut sent, &path, exclude)?;
                 }
                 writer.flush().await?;
             }
@@ -155,6 +162,7 @@ pub(crate) async fn announce<T: Transport>(
 /// already has (or the path is gone, which its END already said).
 fn update<S: starling_transport::SendStream>(
     writer: &mut Writer<S>,
+    encoder: &mut Option<AnnounceEncoder>,
     view: &View,
     sent: &mut HashMap<Path, Sent>,
     path: &Path,
@@ -170,7 +178,7 @@ fn update<S: starling_transport::SendStream>(
         return Ok(());
     }
     let id = old.id;
-    queue_update(writer, &view.suffix(path), id, &now)?;
+    queue_update(writer, encoder, &view.suffix(path), id, &now)?;
     sent.insert(
         path.clone(),
         Sent {
@@ -216,18 +224,32 @@ fn hops_of(announced: &Announced) -> Result<Hops, Error> {
     Hops::from_vec(announced.route.hops.to_vec()).map_err(|_| Error::Bound("hops"))
 }
 
+/// Queue a typed announcement (06+), through the stream's encoder on lite-07.
+fn queue_announcement<S: starling_transport::SendStream>(
+    writer: &mut Writer<S>,
+    encoder: &mut Option<AnnounceEncoder>,
+    announcement: &Announcement,
+) -> Result<(), Error> {
+    match encoder {
+        Some(encoder) => writer.queue_typed(&encoder.compress(announcement)?),
+        None => writer.queue_typed(announcement),
+    }
+}
+
 fn queue_start<S: starling_transport::SendStream>(
     writer: &mut Writer<S>,
+    encoder: &mut Option<AnnounceEncoder>,
     suffix: &Path,
     announced: &Announced,
 ) -> Result<(), Error> {
     let hops = hops_of(announced)?;
     if writer.version().has_announce_id() {
-        writer.queue_typed(&Announcement::Start {
+        let start = Announcement::Start {
             suffix: suffix.clone(),
             hops,
             cost: announced.route.cost,
-        })
+        };
+        queue_announcement(writer, encoder, &start)
     } else {
         writer.queue(&Announce {
             status: AnnounceStatus::Active,
@@ -239,17 +261,19 @@ fn queue_start<S: starling_transport::SendStream>(
 
 fn queue_update<S: starling_transport::SendStream>(
     writer: &mut Writer<S>,
+    encoder: &mut Option<AnnounceEncoder>,
     suffix: &Path,
     id: u64,
     announced: &Announced,
 ) -> Result<(), Error> {
     let hops = hops_of(announced)?;
     if writer.version().has_announce_id() {
-        writer.queue_typed(&Announcement::Update {
+        let update = Announcement::Update {
             id,
             hops,
             cost: announced.route.cost,
-        })
+        };
+        queue_announcement(writer, encoder, &update)
     } else {
         // lite-05: a second Active for a live path is a restart.
         writer.queue(&Announce {
@@ -262,11 +286,12 @@ fn queue_update<S: starling_transport::SendStream>(
 
 fn queue_end<S: starling_transport::SendStream>(
     writer: &mut Writer<S>,
+    encoder: &mut Option<AnnounceEncoder>,
     suffix: &Path,
     id: u64,
 ) -> Result<(), Error> {
     if writer.version().has_announce_id() {
-        writer.queue_typed(&Announcement::End { id })
+        queue_announcement(writer, encoder, &Announcement::End { id })
     } else {
         writer.queue(&Announce {
             status: AnnounceStatus::Ended,

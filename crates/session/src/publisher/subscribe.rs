@@ -9,7 +9,7 @@
 
 use std::collections::VecDeque;
 use std::future::poll_fn;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use starling_model::{GroupConsumer, StartAt, TrackConsumer};
@@ -241,6 +241,8 @@ async fn serve<T: Transport>(
     });
     let mut bounds = Bounds::of(&msg);
     let mut started = false;
+    // Group streams opened for this subscription (lite-07's SUBSCRIBE_END carries the count).
+    let opened = Arc::new(AtomicU64::new(0));
     let mut inflight: VecDeque<InFlight> = VecDeque::new();
     // Groups above the serving cap wait here (bounded) until an update raises the cap.
     let mut held: VecDeque<GroupConsumer> = VecDeque::new();
@@ -264,8 +266,18 @@ async fn serve<T: Transport>(
         let priority = priority.clone();
         let sequence = group.sequence();
         let id = msg.id;
+        let opened = opened.clone();
         let task = tokio::spawn(async move {
-            send_group(task_shared, id, group, last_frame, priority, task_abort).await;
+            send_group(
+                task_shared,
+                id,
+                group,
+                last_frame,
+                priority,
+                task_abort,
+                opened,
+            )
+            .await;
         });
         inflight.push_back(InFlight {
             sequence,
@@ -328,8 +340,24 @@ async fn serve<T: Transport>(
     match outcome {
         Ok(end) => {
             // The track finished: announce the exclusive end, let in-flight groups complete.
+            // On lite-07 the END also counts the group streams opened for the subscription,
+            // so it goes once every one of them has been opened (here: has ended).
             let end = end.unwrap_or_else(|| inflight.back().map(|g| g.sequence + 1).unwrap_or(0));
-            writer.typed(&SubscribeResponse::End { group: end }).await?;
+            if shared.version.has_stream_count() {
+                for g in inflight.drain(..) {
+                    let _ = g.task.await;
+                }
+            }
+            let streams = shared
+                .version
+                .has_stream_count()
+                .then(|| opened.load(Ordering::Relaxed));
+            writer
+                .typed(&SubscribeResponse::End {
+                    group: end,
+                    streams,
+                })
+                .await?;
             for g in inflight.drain(..) {
                 let _ = g.task.await;
             }
@@ -355,6 +383,7 @@ async fn send_group<T: Transport>(
     last_frame: Option<u64>,
     mut priority: tokio::sync::watch::Receiver<Urgency>,
     abort: Abort,
+    opened: Arc<AtomicU64>,
 ) {
     let stream = tokio::select! {
         _ = abort.aborted() => return,
@@ -364,6 +393,7 @@ async fn send_group<T: Transport>(
             Err(_) => return,
         },
     };
+    opened.fetch_add(1, Ordering::Relaxed);
     let mut writer = Writer::new(stream, shared.version);
     writer.set_priority(priority.borrow_and_update().order(group.sequence()));
     let result = tokio::select! {

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use starling_model::{BroadcastProducer, Route, RouteHandle};
 use starling_proto::{
-    Announce, AnnounceOk, AnnounceRequest, AnnounceStatus, Announcement, BidiType, DecodeError,
-    Hops, Path, RouteCost, StreamCode,
+    Announce, AnnounceDecoder, AnnounceOk, AnnounceRequest, AnnounceStatus, Announcement, BidiType,
+    CompressedAnnouncement, DecodeError, Hops, Path, RouteCost, StreamCode,
 };
 use starling_transport::Transport;
 use tokio_util::sync::CancellationToken;
@@ -72,6 +72,7 @@ async fn run<T: Transport>(shared: &Arc<Shared<T>>, prefix: &Path) -> Result<(),
         .message(&AnnounceRequest {
             prefix: prefix.clone(),
             exclude_hop: shared.config.hop,
+            hidden: shared.config.hear_hidden,
         })
         .await?;
     let limits = &shared.config.limits;
@@ -93,10 +94,30 @@ async fn run<T: Transport>(shared: &Arc<Shared<T>>, prefix: &Path) -> Result<(),
         next_id: 0,
         draining: false,
     };
+    let mut decoder = shared
+        .version
+        .has_announce_compression()
+        .then(AnnounceDecoder::new);
     let result = loop {
         let draining = state.draining;
         let next = async {
-            if shared.version.has_announce_id() {
+            if let Some(decoder) = &mut decoder {
+                // Lite-07: references resolve against this stream's live announcements; one
+                // that does not is session-fatal.
+                match reader
+                    .typed::<CompressedAnnouncement>(limits.max_control_message)
+                    .await
+                {
+                    Ok(Some(msg)) => Some(
+                        decoder
+                            .resolve(msg)
+                            .map_err(Error::from)
+                            .and_then(|msg| state.on_announcement(msg)),
+                    ),
+                    Ok(None) => None,
+                    Err(err) => Some(Err(err)),
+                }
+            } else if shared.version.has_announce_id() {
                 match reader
                     .typed::<Announcement>(limits.max_control_message)
                     .await

@@ -19,7 +19,7 @@ use crate::budget::Rank;
 use crate::error::Error;
 use crate::frames::FrameReader;
 use crate::reader::Reader;
-use crate::session::{reset_code, Shared};
+use crate::session::{reset_code, Shared, Upstream};
 use crate::writer::Writer;
 
 pub(crate) use announce::announced;
@@ -135,12 +135,19 @@ async fn pull<T: Transport>(
     };
 
     let id = shared.next_subscribe_id.fetch_add(1, Ordering::Relaxed);
+    let (streams_tx, mut streams) = tokio::sync::watch::channel(0u64);
     {
         let mut upstream = shared.upstream.lock();
         if upstream.len() >= limits.max_upstream_subscriptions {
             return Err(Error::Stream(StreamCode::Internal));
         }
-        upstream.insert(id, track.clone());
+        upstream.insert(
+            id,
+            Arc::new(Upstream {
+                track: track.clone(),
+                streams: streams_tx.clone(),
+            }),
+        );
     }
     let _registered = Unregister {
         shared: shared.clone(),
@@ -192,28 +199,36 @@ async fn pull<T: Transport>(
                         }
                         first = first.or(Some(group));
                     }
-                    Some(SubscribeResponse::End { group }) => end = Some(group),
+                    Some(SubscribeResponse::End { group, streams: count }) => end = Some((group, count)),
                     Some(SubscribeResponse::Drop { .. }) => {}
                     None => {
-                        let Some(end) = end else {
+                        let Some((end, count)) = end else {
                             return Err(Error::ProtocolViolation("subscribe FIN without END"));
                         };
-                        if let Some(first) = first {
-                            // QUIC does not order streams: a group stream the publisher opened
-                            // before its END can reach us after the FIN. The subscription stays
-                            // routable until every owed group arrived, or for a grace (the max
-                            // age asked for, else 1 s), as moq-net waits for its owed groups.
-                            let grace = match demand.max_age_ms.min(window) {
-                                0 => OWED_GROUP_GRACE,
-                                ms => Duration::from_millis(ms),
-                            };
-                            tokio::select! {
-                                _ = track.arrived(first..end) => {}
-                                _ = tokio::time::sleep(grace) => {
-                                    tracing::debug!(track = track.name(), first, end, "owed groups never arrived");
+                        // QUIC does not order streams: a group stream the publisher opened
+                        // before its END can reach us after the FIN. The subscription stays
+                        // routable until what is owed arrived, or for a grace (the max age
+                        // asked for, else 1 s), as moq-net waits: on lite-07 every stream the
+                        // END counts, before it every group from START to END.
+                        let grace = match demand.max_age_ms.min(window) {
+                            0 => OWED_GROUP_GRACE,
+                            ms => Duration::from_millis(ms),
+                        };
+                        let owed = async {
+                            match (count, first) {
+                                (Some(count), _) => {
+                                    let _ = streams.wait_for(|n| *n >= count).await;
                                 }
-                                _ = &mut unused => {}
+                                (None, Some(first)) => track.arrived(first..end).await,
+                                (None, None) => {}
                             }
+                        };
+                        tokio::select! {
+                            _ = owed => {}
+                            _ = tokio::time::sleep(grace) => {
+                                tracing::debug!(track = track.name(), ?first, end, ?count, "owed group streams never arrived");
+                            }
+                            _ = &mut unused => {}
                         }
                         return Ok(Pulled::Finished);
                     }
@@ -298,11 +313,13 @@ pub(crate) async fn group<T: Transport>(shared: &Arc<Shared<T>>, reader: &mut Re
             return;
         }
     };
-    let track = shared.upstream.lock().get(&header.subscribe_id).cloned();
-    let Some(track) = track else {
+    let upstream = shared.upstream.lock().get(&header.subscribe_id).cloned();
+    let Some(upstream) = upstream else {
         reader.stop(StreamCode::Cancelled.to_code());
         return;
     };
+    upstream.streams.send_modify(|n| *n += 1);
+    let track = &upstream.track;
     // Ranked by the priority our readers asked of this subscription; within it, older groups
     // are evicted first.
     reader.set_rank(Rank::Data {
@@ -364,8 +381,9 @@ pub(crate) fn datagram<T: Transport>(shared: &Arc<Shared<T>>, payload: bytes::By
     let Ok(datagram) = starling_proto::Datagram::decode(&payload, shared.version) else {
         return;
     };
-    let track = shared.upstream.lock().get(&datagram.subscribe_id).cloned();
-    let Some(track) = track else { return };
+    let upstream = shared.upstream.lock().get(&datagram.subscribe_id).cloned();
+    let Some(upstream) = upstream else { return };
+    let track = &upstream.track;
     let Ok(mut group) = track.create_group(datagram.sequence) else {
         return;
     };

@@ -330,6 +330,7 @@ pub fn announce_request_bytes(version: Version) -> bytes::Bytes {
         &starling_proto::AnnounceRequest {
             prefix: Path::empty(),
             exclude_hop: 0,
+            hidden: false,
         },
         version,
         &mut request,
