@@ -111,9 +111,10 @@ async fn ended_owing_group_one(version: Version) -> Ended {
     assert_eq!(read_group(&mut track).await, (0, vec!["g0".to_string()]));
     respond(
         &mut upstream,
+        // lite-07 counts the streams opened: groups 0 and 1.
         SubscribeResponse::End {
             group: 2,
-            streams: None,
+            streams: version.has_stream_count().then_some(2),
         },
         version,
     )
@@ -157,12 +158,16 @@ async fn lite05_a_group_arriving_after_the_end_is_still_delivered() {
     a_group_arriving_after_the_end_is_still_delivered(Version::Lite05).await;
 }
 
+#[tokio::test]
+async fn lite07_a_group_stream_the_end_counts_is_still_delivered() {
+    a_group_arriving_after_the_end_is_still_delivered(Version::Lite07Wip).await;
+}
+
 /// An owed group that never comes does not hold the track open forever: after the grace (the
 /// max age asked for, else 1 s) it finishes with what arrived.
-#[tokio::test]
-async fn an_owed_group_that_never_arrives_ends_the_track_after_the_grace() {
+async fn an_owed_group_that_never_arrives_ends_the_track_after_the_grace(version: Version) {
     tokio::time::pause();
-    let mut ended = ended_owing_group_one(Version::Lite06).await;
+    let mut ended = ended_owing_group_one(version).await;
     let ended_at = tokio::time::Instant::now();
 
     let end = tokio::time::timeout(TIMEOUT, ended.track.next_group())
@@ -174,6 +179,17 @@ async fn an_owed_group_that_never_arrives_ends_the_track_after_the_grace() {
         waited >= Duration::from_secs(1),
         "the relay waited {waited:?} for the owed group, less than the 1 s grace"
     );
+}
+
+#[tokio::test]
+async fn lite06_an_owed_group_that_never_arrives_ends_the_track_after_the_grace() {
+    an_owed_group_that_never_arrives_ends_the_track_after_the_grace(Version::Lite06).await;
+}
+
+/// On lite-07 the owed stream is counted, not ranged; the grace still bounds the wait.
+#[tokio::test]
+async fn lite07_an_owed_stream_that_never_arrives_ends_the_track_after_the_grace() {
+    an_owed_group_that_never_arrives_ends_the_track_after_the_grace(Version::Lite07Wip).await;
 }
 
 /// Issue 10 item 5: a group stream ranks in the receive budget by its subscription's real

@@ -47,6 +47,12 @@ pub(crate) async fn serve_requests<T: Transport>(
                     tracing::debug!(?err, track = request.track().name(), "upstream lost");
                     request.source_lost();
                 }
+                Err(err @ Error::Decode(_)) => {
+                    // An answer that does not decode (SUBSCRIBE_DROP on lite-07, say) is the
+                    // publisher breaking the protocol: its session closes.
+                    request.abort(err.stream_code());
+                    task_shared.fail(err);
+                }
                 Err(err) => {
                     tracing::debug!(
                         ?err,

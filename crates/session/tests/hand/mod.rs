@@ -9,8 +9,8 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use starling_proto::{
     encode_message, encode_typed, varint, Announce, AnnounceOk, AnnounceRequest, AnnounceStatus,
-    Announcement, FrameHeader, GroupHeader, Hops, Message, Path, RouteCost, Subscribe,
-    SubscribeResponse, Track, TrackInfo, Version,
+    Announcement, CompressedAnnouncement, FrameHeader, GroupHeader, Hops, HopsRef, Message, Path,
+    PathRef, RouteCost, Subscribe, SubscribeResponse, Track, TrackInfo, Version,
 };
 use starling_transport::{RecvStream, SendStream, Transport};
 use tokio::sync::mpsc;
@@ -101,6 +101,13 @@ pub fn serve<T: Transport>(
                             hops: Hops::default(),
                         };
                         encode_message(&announce, version, &mut out).unwrap();
+                    } else if version.has_announce_compression() {
+                        let start = CompressedAnnouncement::Start {
+                            path: PathRef::literal(broadcast.clone()),
+                            hops: HopsRef::literal(Hops::default()),
+                            cost: RouteCost::default(),
+                        };
+                        encode_typed(&start, version, &mut out).unwrap();
                     } else {
                         let start = Announcement::Start {
                             suffix: broadcast.clone(),
