@@ -9,7 +9,9 @@ mod checks;
 mod seeds;
 mod session;
 
-pub use checks::{auth, datagram, frame_header, lite_message, paths, qmux_frames, qmux_params};
+pub use checks::{
+    announce_stream, auth, datagram, frame_header, lite_message, paths, qmux_frames, qmux_params,
+};
 pub use seeds::seeds;
 pub use session::session;
 
@@ -26,5 +28,6 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("qmux_params", qmux_params),
     ("auth", auth),
     ("paths", paths),
+    ("announce_stream", announce_stream),
     ("session", session),
 ];

@@ -13,7 +13,7 @@ use starling_proto::{
 /// (target, input) pairs.
 pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
     let mut out = Vec::new();
-    for (v, version) in Version::SUPPORTED.iter().enumerate() {
+    for (v, version) in crate::checks::VERSIONS.iter().enumerate() {
         let selector = |kind: u8| ((v as u8) << 4) | kind;
         let mut message = |kind: u8, encode: &dyn Fn(&mut BytesMut) -> bool| {
             let mut buf = BytesMut::new();
@@ -161,7 +161,38 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
     for input in session_seeds() {
         out.push(("session", input));
     }
+    out.push(("announce_stream", announce_stream_seed()));
     out
+}
+
+/// A lite-07 announce stream with references: moq-net's pinned stream (two STARTs sharing a
+/// head and a tail, an UPDATE copying a tail, an END, a START based on an older one).
+fn announce_stream_seed() -> Vec<u8> {
+    let hops = |ids: &[u64]| Hops::from_vec(ids.to_vec()).unwrap();
+    let start = |path: &str, ids: &[u64]| Announcement::Start {
+        suffix: Path::new(path).unwrap(),
+        hops: hops(ids),
+        cost: RouteCost::default(),
+    };
+    let stream = [
+        start("room/a/cam", &[0x1111, 0x2222]),
+        start("room/a/mic", &[0x3333, 0x2222]),
+        Announcement::Update {
+            id: 0,
+            hops: hops(&[0x4444, 0x2222]),
+            cost: RouteCost::default(),
+        },
+        Announcement::End { id: 1 },
+        start("room/b", &[0x5555, 0x2222]),
+    ];
+    let version = Version::Lite07Wip;
+    let mut encoder = starling_proto::AnnounceEncoder::new(version);
+    let mut out = BytesMut::new();
+    for announcement in &stream {
+        let wire = encoder.compress(announcement).expect("the seed compresses");
+        encode_typed(&wire, version, &mut out).expect("the seed encodes");
+    }
+    out.to_vec()
 }
 
 /// Whole-session inputs (see crate::session for the op codes): a subscription to the honest
