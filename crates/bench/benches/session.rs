@@ -1,5 +1,7 @@
 //! Criterion bench of whole moq-lite sessions over the in-memory transport, one current-thread
-//! runtime per shape: delivery (ns per delivered frame) and the stats dash (ns per track per tick).
+//! runtime per shape: delivery (ns per delivered frame) and the stats dash (ns per track per tick),
+//! on lite-06 and again on lite-07 (`delivery_lite07`, `dash_production_lite07`). The routes
+//! bench is the origin's alone, the same whatever the wire.
 //!
 //! Setup (sessions, announces, subscriptions) runs once per point, lazily, so a name filter skips
 //! it; each measured iteration is one frame (delivery) or one tick (dash).
@@ -15,10 +17,20 @@ use criterion::{
     SamplingMode, Throughput,
 };
 use starling_bench::{runtime, Dash, DashShape, Delivery, Teardown};
+use starling_proto::Version;
 use tokio::runtime::Runtime;
 
+/// The lite-07 groups repeat the lite-06 ones under `<name>_lite07`.
+const VERSIONS: [(Version, &str); 2] = [(Version::Lite06, ""), (Version::Lite07Wip, "_lite07")];
+
 fn delivery(c: &mut Criterion) {
-    let mut group = c.benchmark_group("delivery");
+    for (version, suffix) in VERSIONS {
+        delivery_on(c, version, &format!("delivery{suffix}"));
+    }
+}
+
+fn delivery_on(c: &mut Criterion, version: Version, name: &str) {
+    let mut group = c.benchmark_group(name);
     group.sample_size(20);
     for viewers in [1usize, 10, 100, 1000] {
         group.throughput(Throughput::Elements(viewers as u64));
@@ -27,7 +39,7 @@ fn delivery(c: &mut Criterion) {
             let (rt, shape) = state.get_or_insert_with(|| {
                 let rt = runtime().expect("runtime");
                 let shape = rt
-                    .block_on(Delivery::setup(viewers))
+                    .block_on(Delivery::setup(viewers, version))
                     .expect("delivery setup");
                 (rt, shape)
             });
@@ -84,49 +96,53 @@ fn dash_group<'a>(c: &'a mut Criterion, name: &str) -> BenchmarkGroup<'a, WallTi
 }
 
 fn dash(c: &mut Criterion) {
+    let on = |relays, projects, tracks| DashShape {
+        relays,
+        projects,
+        tracks,
+        version: Version::Lite06,
+    };
     let mut group = dash_group(c, "dash_projects");
     for projects in [1usize, 4, 16] {
-        let shape = DashShape {
-            relays: 5,
-            projects,
-            tracks: 24,
-        };
-        dash_point(&mut group, BenchmarkId::new("projects", projects), shape);
+        dash_point(
+            &mut group,
+            BenchmarkId::new("projects", projects),
+            on(5, projects, 24),
+        );
     }
     group.finish();
 
     let mut group = dash_group(c, "dash_tracks");
     for tracks in [6usize, 24, 96] {
-        let shape = DashShape {
-            relays: 5,
-            projects: 1,
-            tracks,
-        };
-        dash_point(&mut group, BenchmarkId::new("tracks", tracks), shape);
+        dash_point(
+            &mut group,
+            BenchmarkId::new("tracks", tracks),
+            on(5, 1, tracks),
+        );
     }
     group.finish();
 
     let mut group = dash_group(c, "dash_relays");
     for relays in [2usize, 5, 9, 17, 33] {
         // 768 tracks in total whatever the mesh size.
-        let shape = DashShape {
-            relays,
-            projects: 1,
-            tracks: 768 / (relays - 1),
-        };
-        dash_point(&mut group, BenchmarkId::new("relays", relays), shape);
+        dash_point(
+            &mut group,
+            BenchmarkId::new("relays", relays),
+            on(relays, 1, 768 / (relays - 1)),
+        );
     }
     group.finish();
 
-    let mut group = dash_group(c, "dash_production");
-    // 34 nodes x 5 projects x 24 tracks = 4080 tracks.
-    let shape = DashShape {
-        relays: 35,
-        projects: 5,
-        tracks: 24,
-    };
-    dash_point(&mut group, BenchmarkId::new("tracks", 4080), shape);
-    group.finish();
+    // 34 nodes x 5 projects x 24 tracks = 4080 tracks, on every version.
+    for (version, suffix) in VERSIONS {
+        let mut group = dash_group(c, &format!("dash_production{suffix}"));
+        let shape = DashShape {
+            version,
+            ..on(35, 5, 24)
+        };
+        dash_point(&mut group, BenchmarkId::new("tracks", 4080), shape);
+        group.finish();
+    }
 }
 
 /// Route teardown and refollow (one peer leaving and coming back) at 256 / 1024 / 2048

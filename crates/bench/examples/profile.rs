@@ -4,6 +4,7 @@
 //!
 //! `cargo run --release -p starling-bench --example profile -- dash RELAYS PROJECTS TRACKS TICKS`
 //! `cargo run --release -p starling-bench --example profile -- delivery VIEWERS FRAMES`
+//! (`STARLING_BENCH_VERSION=moq-lite-07-wip` runs either on lite-07.)
 //! (CPU time is read from Linux's `/proc/thread-self/schedstat`; elsewhere only wall time.)
 
 use std::time::Instant;
@@ -28,6 +29,14 @@ fn per(total: Option<u64>, count: u64) -> String {
         Some(ns) if count > 0 => format!("{} ns", ns / count),
         _ => "n/a".to_string(),
     }
+}
+
+/// The version to run on: `STARLING_BENCH_VERSION` (a version name), else moq-lite-06.
+fn version() -> starling_proto::Version {
+    std::env::var("STARLING_BENCH_VERSION")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(starling_proto::Version::Lite06)
 }
 
 /// Time `work` (which delivers `items` items) in wall and CPU time.
@@ -58,6 +67,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 relays,
                 projects,
                 tracks,
+                version: version(),
             };
             println!("{shape:?}: {} tracks", shape.total_tracks());
             let mut dash = measure("setup", 1, || rt.block_on(Dash::setup(shape)))?;
@@ -78,7 +88,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             })?;
         }
         (Some("delivery"), &[viewers, frames]) => {
-            let mut delivery = measure("setup", 1, || rt.block_on(Delivery::setup(viewers)))?;
+            let mut delivery = measure("setup", 1, || {
+                rt.block_on(Delivery::setup(viewers, version()))
+            })?;
             let items = (frames * viewers) as u64;
             measure("frames (item = one delivered frame)", items, || {
                 rt.block_on(async {

@@ -17,7 +17,7 @@ use starling_model::{
     BroadcastProducer, Frame, Origin, Route, RouteHandle, StartAt, TrackConsumer, TrackInfo,
     TrackProducer,
 };
-use starling_proto::{Path, SessionCode};
+use starling_proto::{Path, SessionCode, Version};
 use starling_session::{random_hop, Session, SessionConfig};
 use starling_transport::mem::MemTransport;
 use tokio::task::JoinHandle;
@@ -38,6 +38,8 @@ pub struct DashShape {
     pub projects: usize,
     /// Tracks per stats broadcast.
     pub tracks: usize,
+    /// The version every link speaks.
+    pub version: Version,
 }
 
 impl DashShape {
@@ -78,7 +80,7 @@ impl Dash {
         if shape.nodes() == 0 || shape.projects == 0 || shape.tracks == 0 {
             return Err(Error::Shape("a dash needs nodes, projects and tracks"));
         }
-        let mut mesh = Mesh::full(shape.relays).await?;
+        let mut mesh = Mesh::full(shape.relays, shape.version).await?;
 
         let mut stats = Vec::with_capacity(shape.nodes() * shape.projects);
         let mut paths = Vec::with_capacity(shape.nodes() * shape.projects);

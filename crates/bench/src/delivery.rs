@@ -56,11 +56,11 @@ pub struct Delivery {
 impl Delivery {
     /// Build the topology with `viewers` viewers and deliver the first frame to all of them, so
     /// every subscription is live when this returns.
-    pub async fn setup(viewers: usize) -> Result<Self, Error> {
+    pub async fn setup(viewers: usize, version: starling_proto::Version) -> Result<Self, Error> {
         if viewers == 0 {
             return Err(Error::Shape("no viewers"));
         }
-        let mut relay = Relay::new();
+        let mut relay = Relay::on(version);
         let name = Path::new("live/cam")?;
 
         let origin = Origin::new();

@@ -8,7 +8,7 @@
 //! looping, and the direct route (one hop, cost 1) wins over routes through a third relay.
 
 use starling_model::{Limits, Origin};
-use starling_proto::SessionCode;
+use starling_proto::{SessionCode, Version};
 use starling_session::{random_hop, Accepting, ClientSetup, Session, SessionConfig, SessionLimits};
 use starling_transport::mem::{pair, MemTransport};
 
@@ -40,6 +40,8 @@ pub fn session_limits() -> SessionLimits {
 pub struct Relay {
     pub origin: Origin,
     pub hop: u64,
+    /// The version its links speak.
+    pub version: Version,
     sessions: Vec<Session<MemTransport>>,
 }
 
@@ -51,9 +53,15 @@ impl Default for Relay {
 
 impl Relay {
     pub fn new() -> Self {
+        Self::on(VERSION)
+    }
+
+    /// A relay whose links speak `version`.
+    pub fn on(version: Version) -> Self {
         Relay {
             origin: Origin::new(),
             hop: random_hop(),
+            version,
             sessions: Vec::new(),
         }
     }
@@ -72,7 +80,7 @@ impl Relay {
     /// Accept a client configured with `client`; returns the client's session. The relay keeps
     /// its side until [`Relay::close`].
     pub async fn accept(&mut self, client: SessionConfig) -> Result<Session<MemTransport>, Error> {
-        let (client, server) = link(client, self.config(false)).await?;
+        let (client, server) = link(client, self.config(false), self.version).await?;
         self.sessions.push(server);
         Ok(client)
     }
@@ -85,17 +93,19 @@ impl Relay {
     }
 }
 
-/// Connect a client (`dialer`) to a server (`acceptor`) over a fresh in-memory pair.
+/// Connect a client (`dialer`) to a server (`acceptor`) over a fresh in-memory pair, speaking
+/// `version`.
 pub async fn link(
     dialer: SessionConfig,
     acceptor: SessionConfig,
+    version: Version,
 ) -> Result<(Session<MemTransport>, Session<MemTransport>), Error> {
     let (client, server) = pair();
     let timeout = acceptor.limits.handshake_timeout;
     let (client, server) = tokio::join!(
-        Session::connect(client, VERSION, ClientSetup::default(), dialer),
+        Session::connect(client, version, ClientSetup::default(), dialer),
         async move {
-            Accepting::new(server, VERSION, timeout)
+            Accepting::new(server, version, timeout)
                 .await?
                 .start(acceptor)
                 .await
@@ -110,13 +120,18 @@ pub struct Mesh {
 }
 
 impl Mesh {
-    /// `count` relays, each linked to every other (the higher index dials the lower).
-    pub async fn full(count: usize) -> Result<Mesh, Error> {
-        let mut relays: Vec<Relay> = (0..count).map(|_| Relay::new()).collect();
+    /// `count` relays, each linked to every other (the higher index dials the lower), every
+    /// link speaking `version`.
+    pub async fn full(count: usize, version: Version) -> Result<Mesh, Error> {
+        let mut relays: Vec<Relay> = (0..count).map(|_| Relay::on(version)).collect();
         for dialer in 1..count {
             for acceptor in 0..dialer {
-                let (out, back) =
-                    link(relays[dialer].config(true), relays[acceptor].config(true)).await?;
+                let (out, back) = link(
+                    relays[dialer].config(true),
+                    relays[acceptor].config(true),
+                    version,
+                )
+                .await?;
                 relays[dialer].sessions.push(out);
                 relays[acceptor].sessions.push(back);
             }

@@ -2,9 +2,12 @@
 //! and every group reached every reader (so a delivery regression fails the normal test suite).
 
 use starling_bench::{Dash, DashShape, Delivery};
+use starling_proto::Version;
 
-async fn delivery(viewers: usize, frames: u64) {
-    let mut shape = Delivery::setup(viewers).await.expect("delivery setup");
+async fn delivery(viewers: usize, frames: u64, version: Version) {
+    let mut shape = Delivery::setup(viewers, version)
+        .await
+        .expect("delivery setup");
     // Past two group boundaries (30 frames per group).
     while shape.frames() < frames {
         shape
@@ -38,12 +41,17 @@ async fn dash(shape: DashShape, ticks: u64) {
 
 #[tokio::test]
 async fn delivery_to_one_viewer() {
-    delivery(1, 65).await;
+    delivery(1, 65, Version::Lite06).await;
 }
 
 #[tokio::test]
 async fn delivery_to_ten_viewers() {
-    delivery(10, 65).await;
+    delivery(10, 65, Version::Lite06).await;
+}
+
+#[tokio::test]
+async fn delivery_to_ten_viewers_on_lite07() {
+    delivery(10, 65, Version::Lite07Wip).await;
 }
 
 #[tokio::test]
@@ -52,6 +60,18 @@ async fn dash_two_relays() {
         relays: 2,
         projects: 1,
         tracks: 6,
+        version: Version::Lite06,
+    };
+    dash(shape, 3).await;
+}
+
+#[tokio::test]
+async fn dash_five_relays_on_lite07() {
+    let shape = DashShape {
+        relays: 5,
+        projects: 2,
+        tracks: 6,
+        version: Version::Lite07Wip,
     };
     dash(shape, 3).await;
 }
@@ -64,6 +84,7 @@ async fn dash_production_mesh_at_one_track() {
         relays: 35,
         projects: 1,
         tracks: 1,
+        version: Version::Lite06,
     };
     dash(shape, 2).await;
 }
