@@ -2,8 +2,9 @@
 # Fuzz every target in fuzz/ with cargo-fuzz (libFuzzer, nightly toolchain), one after
 # another, for SECONDS each (default 60), or for RUNS executions each when RUNS is set.
 # The seeds (golden encodings, crates/fuzzing/src/seeds.rs) are written into
-# fuzz/corpus/<target>/ first; what a run finds is merged back with libFuzzer's -merge=1
-# (only inputs that add coverage), so the committed corpus stays small. A crash stops the script: its input is kept under
+# fuzz/corpus/<target>/ first; what a run finds is merged back with libFuzzer's
+# -set_cover_merge=1 (the smallest set covering every feature), so the committed corpus stays
+# small. A crash stops the script: its input is kept under
 # fuzz/artifacts/<target>/; copy it to fuzz/corpus/<target>/regression-<what> once fixed,
 # and the stable suite (crates/fuzzing/tests/corpus.rs) replays it from then on.
 #
@@ -54,8 +55,18 @@ for target in $TARGETS; do
     exit 1
   fi
   execs=$(grep -oE "stat::number_of_executed_units: [0-9]+" "$work.log" | grep -oE "[0-9]+$" || echo 0)
-  # Merge what was found back into the committed corpus: only inputs adding coverage.
-  cargo +nightly fuzz run -O "${sanitizer[@]}" "$target" "corpus/$target" "$work" -- -merge=1 "${extra[@]}" >/dev/null 2>&1 || true
+  # Merge what was found back into the committed corpus: the smallest set of inputs that
+  # covers every feature of the old corpus and the new finds (libFuzzer's set-cover merge),
+  # with every seed and regression input kept whatever it adds.
+  merged="$work.merged"
+  rm -rf "$merged" && mkdir -p "$merged"
+  if cargo +nightly fuzz run -O "${sanitizer[@]}" "$target" "$merged" "corpus/$target" "$work" -- \
+    -set_cover_merge=1 "${extra[@]}" >"$work.merge.log" 2>&1; then
+    find "corpus/$target" -maxdepth 1 \( -name 'seed-*' -o -name 'regression-*' \) -exec cp {} "$merged/" \;
+    rm -rf "corpus/$target" && mv "$merged" "corpus/$target"
+  else
+    echo "=== $target: merge failed, corpus left as it was (see $work.merge.log)"
+  fi
   echo "$(date -u +%FT%TZ) $target executions=$execs seconds=$(( $(date +%s) - started )) corpus=$(ls "corpus/$target" | wc -l) crashes=0" \
     | tee -a "../$OUT/summary.txt"
 done
