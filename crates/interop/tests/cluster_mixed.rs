@@ -86,7 +86,7 @@ async fn across(
     to: (Url, String),
     moq: &MoqRelay,
 ) -> anyhow::Result<()> {
-    let plan = Plan::standard();
+    let plan = Plan::standard().through(&[case]);
     let (mut txs, mut gate) = progress(1);
     let publisher = MoqPublisher::connect(case, from.0, &from.1).await?;
     let subscriber = tokio::spawn(moq_subscribe(

@@ -1,7 +1,8 @@
 //! One relay core for every version: a moq-dev publisher on one moq-lite version, a moq-dev
 //! subscriber on another, through one Starling relay serving both, over raw QUIC and
 //! WebTransport. What a version cannot carry is derived (lite-05 has no route costs or frame
-//! bounds, lite-07 compresses its announcements); every frame must arrive intact.
+//! bounds, lite-07 compresses its announcements, nothing before 05 carries timestamps, which
+//! the relay then stamps on arrival); every frame's payload must arrive intact.
 
 mod common;
 
@@ -9,9 +10,17 @@ use common::{progress, run, Binding, Case, MoqPublisher, Pacing, Plan, StarlingR
 use starling_proto::Version;
 
 async fn across(publish: Case, subscribe: Case) -> anyhow::Result<()> {
-    let relay =
-        StarlingRelay::start(vec![Version::Lite06, Version::Lite05, Version::Lite07Wip]).await?;
-    let plan = Plan::standard();
+    let relay = StarlingRelay::start(vec![
+        Version::Lite06,
+        Version::Lite05,
+        Version::Lite04,
+        Version::Lite03,
+        Version::Lite02,
+        Version::Lite01,
+        Version::Lite07Wip,
+    ])
+    .await?;
+    let plan = Plan::standard().through(&[publish, subscribe]);
     let (mut txs, mut gate) = progress(1);
     let publisher = MoqPublisher::connect(publish, relay.url(publish), &relay.fingerprint).await?;
     let subscriber = tokio::spawn(common::moq_subscribe(
@@ -46,3 +55,10 @@ pair!(lite05_to_lite07_webtransport, Lite05 => Lite07Wip, WebTransport);
 pair!(lite06_to_lite07_raw_quic, Lite06 => Lite07Wip, Quic);
 pair!(lite07_to_lite06_webtransport, Lite07Wip => Lite06, WebTransport);
 pair!(lite06_to_lite05_raw_quic, Lite06 => Lite05, Quic);
+pair!(lite03_to_lite07_raw_quic, Lite03 => Lite07Wip, Quic);
+pair!(lite07_to_lite03_webtransport, Lite07Wip => Lite03, WebTransport);
+pair!(lite04_to_lite06_webtransport, Lite04 => Lite06, WebTransport);
+pair!(lite06_to_lite04_raw_quic, Lite06 => Lite04, Quic);
+pair!(lite02_moql_to_lite06_raw_quic, Lite02 => Lite06, Quic);
+pair!(lite06_to_lite01_moql_webtransport, Lite06 => Lite01, WebTransport);
+pair!(lite01_moql_to_lite04_raw_quic, Lite01 => Lite04, Quic);

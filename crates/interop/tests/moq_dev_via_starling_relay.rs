@@ -28,7 +28,7 @@ async fn relay_plan(case: Case, plan: &Plan, pacing: Pacing) -> anyhow::Result<c
 
 /// One group in flight at a time: every group intact and in publishing order.
 async fn lockstep(case: Case) -> anyhow::Result<()> {
-    let plan = Plan::standard();
+    let plan = Plan::standard().through(&[case]);
     let received = relay_plan(case, &plan, Pacing::Lockstep).await?;
     plan.verify("moq-dev subscriber", &received)
 }
@@ -36,10 +36,12 @@ async fn lockstep(case: Case) -> anyhow::Result<()> {
 /// Every data group written back to back (all in flight at once); the subscriber asks for a
 /// Max Age covering them all, so every group must still arrive intact (in any order).
 async fn burst(case: Case) -> anyhow::Result<()> {
-    let plan = Plan::standard();
+    let plan = Plan::standard().through(&[case]);
     let received = relay_plan(case, &plan, Pacing::Burst).await?;
     plan.verify_any_order("moq-dev subscriber", &received)
 }
 
 version_binding_matrix!(lockstep_groups => lockstep);
 version_binding_matrix!(burst_groups => burst);
+legacy_binding_matrix!(lockstep_groups_legacy => lockstep);
+legacy_binding_matrix!(burst_groups_legacy => burst);

@@ -11,7 +11,7 @@ const SUBSCRIBERS: usize = 100;
 async fn fanout(case: Case) -> anyhow::Result<()> {
     let relay = StarlingRelay::start(vec![case.version]).await?;
     let url = relay.url(case);
-    let plan = Plan::fanout();
+    let plan = Plan::fanout().through(&[case]);
     let (txs, mut gate) = progress(SUBSCRIBERS);
 
     let publisher = StarlingPublisher::connect(case, &url, &relay.fingerprint).await?;

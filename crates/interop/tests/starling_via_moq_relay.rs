@@ -14,7 +14,7 @@ async fn starling_through_moq_relay(case: Case) -> anyhow::Result<()> {
 
 async fn scenario(case: Case, relay: &MoqRelay) -> anyhow::Result<()> {
     let url = relay.url(case);
-    let plan = Plan::standard();
+    let plan = Plan::standard().through(&[case]);
     let (mut txs, mut gate) = progress(1);
 
     let publisher = StarlingPublisher::connect(case, &url, &relay.fingerprint).await?;
@@ -34,3 +34,4 @@ async fn scenario(case: Case, relay: &MoqRelay) -> anyhow::Result<()> {
 }
 
 version_binding_matrix!(lockstep_groups => starling_through_moq_relay);
+legacy_binding_matrix!(lockstep_groups_legacy => starling_through_moq_relay);

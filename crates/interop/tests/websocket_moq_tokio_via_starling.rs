@@ -16,7 +16,7 @@ use ws::{StarlingWsRelay, NO_TLS_FINGERPRINT};
 async fn scenario(case: Case, tcp: bool) -> anyhow::Result<()> {
     let relay = StarlingWsRelay::start(&[case.version]).await?;
     let url = if tcp { relay.tcp_url() } else { relay.url() };
-    let plan = Plan::standard();
+    let plan = Plan::standard().through(&[case]);
     let (mut txs, mut gate) = progress(2);
 
     let publisher = MoqPublisher::connect(case, url.clone(), NO_TLS_FINGERPRINT)

@@ -22,7 +22,7 @@ async fn scenario(case: Case) -> anyhow::Result<()> {
 async fn through(case: Case, relay: &MoqRelay) -> anyhow::Result<()> {
     // moq-relay serves WebSocket on its web listener, bound to the same port number.
     let url = ws_url(relay.port);
-    let plan = Plan::standard();
+    let plan = Plan::standard().through(&[case]);
     let (mut txs, mut gate) = progress(1);
     let publisher = StarlingWsPublisher::connect(case, &url).await?;
     let subscriber = tokio::spawn(ws::starling_ws_subscribe(

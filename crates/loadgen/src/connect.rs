@@ -80,6 +80,8 @@ impl ConnectError {
 /// Dials sessions; shared by every task of a run. One explicit binding per URL: no racing.
 pub struct Dialer {
     dialer: starling_net::Dialer,
+    /// What is offered, most preferred first (the legacy negotiation offers its share).
+    versions: Vec<Version>,
 }
 
 impl Dialer {
@@ -90,7 +92,7 @@ impl Dialer {
         } else {
             args.versions.clone()
         };
-        let alpns: Vec<&str> = versions.iter().map(|v| v.alpn()).collect();
+        let alpns = Version::alpns(&versions);
         let tls = if args.tls_disable_verify {
             TlsVerify::Disabled
         } else if let Some(root) = &args.tls_root {
@@ -105,6 +107,7 @@ impl Dialer {
         };
         Ok(Dialer {
             dialer: starling_net::Dialer::new(config)?,
+            versions,
         })
     }
 
@@ -116,8 +119,6 @@ impl Dialer {
         mut config: SessionConfig,
     ) -> Result<Session<AnyTransport>, ConnectError> {
         let dialed = self.dialer.dial(url).await?;
-        let version = Version::from_alpn(&dialed.protocol)
-            .ok_or_else(|| ConnectError::Protocol(dialed.protocol.clone()))?;
         if config.hop == 0 {
             config.hop = random_hop();
         }
@@ -126,7 +127,18 @@ impl Dialer {
             role: Some(role),
             cost: None,
         };
-        Ok(Session::connect(dialed.transport, version, setup, config).await?)
+        Session::connect_negotiated(
+            dialed.transport,
+            &dialed.protocol,
+            &self.versions,
+            setup,
+            config,
+        )
+        .await
+        .map_err(|err| match err {
+            starling_session::Error::Version => ConnectError::Protocol(dialed.protocol.clone()),
+            err => err.into(),
+        })
     }
 
     /// Close every QUIC endpoint, waiting briefly for the closes to go out.

@@ -91,7 +91,10 @@ pub enum AnnounceStatus {
     Restart = 2,
 }
 
-/// lite-05 ANNOUNCE: `Status(8), Suffix Path(s), Hops`. Untyped, length-prefixed.
+/// ANNOUNCE before lite-06: `Status(8), Suffix Path(s), [hops]`, untyped and length-prefixed.
+/// The hops are absent on 01/02, a bare count on 03 (decoded as that many anonymous hops, 0),
+/// and a hop list on 04/05. On 03/04 the sender has appended its own hop to the chain; on 05
+/// the receiver appends the hop its ANNOUNCE_OK named.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Announce {
     pub status: AnnounceStatus,
@@ -100,8 +103,7 @@ pub struct Announce {
 }
 
 fn legacy_announce(version: Version) -> bool {
-    // 04 has the same bytes as 05 (hops then include the sender); 03 sends a bare count.
-    matches!(version, Version::Lite04 | Version::Lite05)
+    !version.has_announce_id()
 }
 
 impl Message for Announce {
@@ -114,7 +116,12 @@ impl Message for Announce {
         }
         coding::write_u8(w, self.status as u8);
         self.suffix.encode(w, version)?;
-        self.hops.encode(w, version)
+        if version.has_hop_list() {
+            self.hops.encode(w, version)?;
+        } else if version.has_hops() {
+            coding::write_varint(w, self.hops.len() as u64, version)?;
+        }
+        Ok(())
     }
 
     fn decode_body(r: &mut &[u8], version: Version) -> Result<Self, DecodeError> {
@@ -128,12 +135,61 @@ impl Message for Announce {
             _ => return Err(DecodeError::InvalidValue("announce status")),
         };
         let suffix = Path::decode(r, version)?;
-        let hops = Hops::decode(r, version)?;
+        let hops = if version.has_hop_list() {
+            Hops::decode(r, version)?
+        } else if version.has_hops() {
+            let count = coding::read_varint(r, version)?;
+            if count > crate::limits::MAX_HOPS as u64 {
+                return Err(DecodeError::BoundsExceeded("hops"));
+            }
+            // Only the length travels: anonymous hops stand in for the ids.
+            Hops::from_vec(vec![0; count as usize])
+                .map_err(|_| DecodeError::BoundsExceeded("hops"))?
+        } else {
+            Hops::new()
+        };
         Ok(Announce {
             status,
             suffix,
             hops,
         })
+    }
+}
+
+/// ANNOUNCE_INIT (01/02), the publisher's first message on an announce stream: `Count(i),
+/// Suffix Path(s) × Count`, the paths live when the request arrived.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AnnounceInit {
+    pub suffixes: Vec<Path>,
+}
+
+impl Message for AnnounceInit {
+    fn encode_body(&self, w: &mut Vec<u8>, version: Version) -> Result<(), EncodeError> {
+        if !version.has_announce_init() {
+            return Err(EncodeError::Unsupported);
+        }
+        coding::write_varint(w, self.suffixes.len() as u64, version)?;
+        for suffix in &self.suffixes {
+            suffix.encode(w, version)?;
+        }
+        Ok(())
+    }
+
+    fn decode_body(r: &mut &[u8], version: Version) -> Result<Self, DecodeError> {
+        if !version.has_announce_init() {
+            return Err(DecodeError::Unsupported);
+        }
+        let count = coding::read_varint(r, version)?;
+        // Every path takes at least its length byte: a count past the body is refused before
+        // anything is allocated for it.
+        if count > r.len() as u64 {
+            return Err(DecodeError::Truncated);
+        }
+        let mut suffixes = Vec::with_capacity(count as usize);
+        for _ in 0..count {
+            suffixes.push(Path::decode(r, version)?);
+        }
+        Ok(AnnounceInit { suffixes })
     }
 }
 

@@ -4,7 +4,8 @@
 //! A group stream is `GROUP | FRAME* | FIN`. FRAME is **not** length-prefixed as a message:
 //! it is `Timestamp Delta ZigZag(i), Payload Length(i)` followed by the raw payload, which
 //! the session reads itself. The delta is relative to the previous frame on the same
-//! stream, starting from 0.
+//! stream, starting from 0. Before lite-05 a frame has no timestamp: `Payload Length(i)` only
+//! (the header decodes with a zero delta and the encoder drops the delta).
 
 use bytes::{Buf, BytesMut};
 
@@ -53,8 +54,8 @@ impl Message for GroupHeader {
     }
 }
 
-/// FRAME header (05+): `Timestamp Delta ZigZag(i), Payload Length(i)`; `size` payload
-/// bytes follow.
+/// FRAME header: `Timestamp Delta ZigZag(i), Payload Length(i)` from lite-05, `Payload
+/// Length(i)` before; `size` payload bytes follow.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FrameHeader {
     /// Timestamp minus the previous frame's on this stream (first frame: absolute), in the
@@ -64,10 +65,6 @@ pub struct FrameHeader {
     pub size: u64,
 }
 
-fn check_frames(version: Version) -> bool {
-    version.has_frame_timestamps()
-}
-
 /// Look for a whole FRAME header at the front of `buf` without consuming; returns it and
 /// its length in bytes. A payload length over `max` is refused as soon as it is read.
 pub fn peek_frame_header(
@@ -75,13 +72,16 @@ pub fn peek_frame_header(
     version: Version,
     max: u64,
 ) -> Result<Option<(FrameHeader, usize)>, DecodeError> {
-    if !check_frames(version) {
-        return Err(DecodeError::Unsupported);
-    }
-    let Some((zz, n)) = varint::peek_as(version.varint(), buf)? else {
-        return Ok(None);
+    let flavor = version.varint();
+    let (zz, n) = if version.has_frame_timestamps() {
+        let Some(delta) = varint::peek_as(flavor, buf)? else {
+            return Ok(None);
+        };
+        delta
+    } else {
+        (0, 0)
     };
-    let Some((size, m)) = varint::peek_as(version.varint(), &buf[n..])? else {
+    let Some((size, m)) = varint::peek_as(flavor, &buf[n..])? else {
         return Ok(None);
     };
     let max = max.min(MAX_FRAME_SIZE);
@@ -125,9 +125,6 @@ pub fn encode_frame_header(
     version: Version,
     out: &mut BytesMut,
 ) -> Result<(), EncodeError> {
-    if !check_frames(version) {
-        return Err(EncodeError::Unsupported);
-    }
     if header.size > MAX_FRAME_SIZE {
         return Err(EncodeError::TooLarge {
             len: header.size,
@@ -135,7 +132,9 @@ pub fn encode_frame_header(
         });
     }
     let flavor = version.varint();
-    varint::encode_as(flavor, varint::zigzag_encode(header.timestamp_delta)?, out)?;
+    if version.has_frame_timestamps() {
+        varint::encode_as(flavor, varint::zigzag_encode(header.timestamp_delta)?, out)?;
+    }
     varint::encode_as(flavor, header.size, out)?;
     Ok(())
 }

@@ -33,6 +33,7 @@ pub mod framing;
 pub mod goaway;
 pub mod group;
 pub mod hops;
+pub mod legacy;
 pub mod limits;
 pub mod path;
 pub mod probe;
@@ -43,7 +44,9 @@ pub mod track;
 pub mod varint;
 pub mod version;
 
-pub use announce::{Announce, AnnounceOk, AnnounceRequest, AnnounceStatus, Announcement};
+pub use announce::{
+    Announce, AnnounceInit, AnnounceOk, AnnounceRequest, AnnounceStatus, Announcement,
+};
 pub use coding::{DecodeError, EncodeError};
 pub use compression::{AnnounceDecoder, AnnounceEncoder, CompressedAnnouncement, HopsRef, PathRef};
 pub use cost::RouteCost;
@@ -65,6 +68,6 @@ pub use path::{Path, PathError};
 pub use probe::Probe;
 pub use setup::{Parameters, ProbeLevel, Role, Setup};
 pub use stream::{BidiType, UniType};
-pub use subscribe::{Subscribe, SubscribeResponse, SubscribeUpdate};
+pub use subscribe::{LegacySubscribeOk, Subscribe, SubscribeResponse, SubscribeUpdate};
 pub use track::{Track, TrackInfo};
-pub use version::{UnknownVersion, Version};
+pub use version::{UnknownVersion, Version, LEGACY_ALPN};

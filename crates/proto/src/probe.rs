@@ -7,7 +7,7 @@ use crate::coding::{self, DecodeError, EncodeError};
 use crate::framing::Message;
 use crate::version::Version;
 
-/// PROBE: `Bitrate(i), [RTT(i) on 04+]`. 0 means unknown for either field (moq-net sends a
+/// PROBE (03+): `Bitrate(i), [RTT(i) on 04+]`. 0 means unknown for either field (moq-net sends a
 /// measured 0 as 1; all zeros is a retraction).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Probe {
@@ -19,6 +19,9 @@ pub struct Probe {
 
 impl Message for Probe {
     fn encode_body(&self, w: &mut Vec<u8>, version: Version) -> Result<(), EncodeError> {
+        if !version.has_probe() {
+            return Err(EncodeError::Unsupported);
+        }
         coding::write_varint(w, self.bitrate, version)?;
         if version.has_probe_rtt() {
             coding::write_varint(w, self.rtt_ms, version)?;
@@ -29,6 +32,9 @@ impl Message for Probe {
     }
 
     fn decode_body(r: &mut &[u8], version: Version) -> Result<Self, DecodeError> {
+        if !version.has_probe() {
+            return Err(DecodeError::Unsupported);
+        }
         let bitrate = coding::read_varint(r, version)?;
         let rtt_ms = if version.has_probe_rtt() {
             coding::read_varint(r, version)?

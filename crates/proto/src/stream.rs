@@ -61,7 +61,8 @@ impl BidiType {
     pub const fn allowed_in(self, version: Version) -> bool {
         match self {
             Self::Session => false,
-            Self::Announce | Self::Subscribe | Self::Probe => true,
+            Self::Announce | Self::Subscribe => true,
+            Self::Probe => version.has_probe(),
             Self::Fetch | Self::Track => version.has_track_stream(),
             Self::Goaway => version.has_goaway(),
         }

@@ -70,6 +70,10 @@ impl Tail {
             return Err(EncodeError::FrameBoundsUnsupported);
         }
         coding::write_u8(w, self.priority);
+        if !version.carries_max_age() {
+            // 01/02 end at the priority: the bounds and max age stay behind, as moq-net does.
+            return Ok(());
+        }
         if version.has_group_order() {
             coding::write_u8(w, 0);
         }
@@ -89,6 +93,16 @@ impl Tail {
 
     fn decode(r: &mut &[u8], version: Version) -> Result<Tail, DecodeError> {
         let priority = coding::read_u8(r)?;
+        if !version.carries_max_age() {
+            return Ok(Tail {
+                priority,
+                max_age_ms: 0,
+                group_start: None,
+                group_end: None,
+                frame_start: 0,
+                frame_end: None,
+            });
+        }
         if version.has_group_order() {
             coding::read_u8(r)?; // retired Ordered byte, ignored
         }
@@ -164,6 +178,9 @@ impl Message for Subscribe {
 
 impl Message for SubscribeUpdate {
     fn encode_body(&self, w: &mut Vec<u8>, version: Version) -> Result<(), EncodeError> {
+        if !version.has_subscribe_update() {
+            return Err(EncodeError::Unsupported);
+        }
         Tail {
             priority: self.priority,
             max_age_ms: self.max_age_ms,
@@ -176,6 +193,9 @@ impl Message for SubscribeUpdate {
     }
 
     fn decode_body(r: &mut &[u8], version: Version) -> Result<Self, DecodeError> {
+        if !version.has_subscribe_update() {
+            return Err(DecodeError::Unsupported);
+        }
         let t = Tail::decode(r, version)?;
         Ok(SubscribeUpdate {
             priority: t.priority,
@@ -188,50 +208,102 @@ impl Message for SubscribeUpdate {
     }
 }
 
-/// Type of SUBSCRIBE_START.
+/// Type of SUBSCRIBE_START (05+) and of SUBSCRIBE_OK (03/04).
 pub const SUBSCRIBE_START: u64 = 0x0;
-/// Type of SUBSCRIBE_END.
+/// Type of SUBSCRIBE_END (05+).
 pub const SUBSCRIBE_END: u64 = 0x1;
-/// Type of SUBSCRIBE_DROP.
+/// Type of SUBSCRIBE_DROP on 05 and 06 (on 03/04 it is 0x1; lite-07 removed it).
 pub const SUBSCRIBE_DROP: u64 = 0x2;
 
-/// A publisher response on the subscribe stream (05+): `Type(i) | Len(i) | body`.
-/// An unknown type is [`DecodeError::UnknownType`] (it fails the subscription); so is
+/// A publisher response on the subscribe stream from lite-03: `Type(i) | Len(i) | body`. An
+/// unknown type is [`DecodeError::UnknownType`] (it fails the subscription); so is
 /// SUBSCRIBE_DROP on lite-07, which removed it.
+///
+/// | type | 03/04 | 05/06 | 07 |
+/// |---|---|---|---|
+/// | 0x0 | OK | START | START |
+/// | 0x1 | DROP | END | END (with stream count) |
+/// | 0x2 | — | DROP | — |
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SubscribeResponse {
-    /// 0x0 `Group(i)`: the first group that will be delivered.
+    /// 03/04, type 0x0: `Priority(8), Ordered(8)=0, Max Age(i), Group Start, Group End` (both
+    /// `OptGroup`). moq-net sends it once, carrying nothing but the priority; a subscription
+    /// before 05 ends with the stream's FIN.
+    Ok {
+        priority: u8,
+        max_age_ms: u64,
+        start: Option<u64>,
+        end: Option<u64>,
+    },
+    /// 05+, type 0x0 `Group(i)`: the first group that will be delivered.
     Start { group: u64 },
-    /// 0x1 `Group(i) [, Streams(i) on 07]`: exclusive end (0 means no groups), and on lite-07
-    /// the number of group streams the publisher opened for the subscription (`Some` exactly
-    /// there: required to encode on 07, refused before it).
+    /// 05+, type 0x1 `Group(i) [, Streams(i) on 07]`: exclusive end (0 means no groups), and
+    /// on lite-07 the number of group streams the publisher opened for the subscription
+    /// (`Some` exactly there: required to encode on 07, refused before it).
     End { group: u64, streams: Option<u64> },
-    /// 0x2 `Start(i), End(i), Error(i)`: groups `start..=end` were dropped (05 and 06).
+    /// `Start(i), End(i), Error(i)`: groups `start..=end` were dropped (type 0x1 on 03/04,
+    /// 0x2 on 05 and 06).
     Drop { start: u64, end: u64, error: u64 },
+}
+
+fn drop_type(version: Version) -> Option<u64> {
+    if version.has_stream_count() {
+        None
+    } else if version.has_track_stream() {
+        Some(SUBSCRIBE_DROP)
+    } else {
+        Some(0x1)
+    }
 }
 
 impl TypedMessage for SubscribeResponse {
     fn check_type(kind: u64, version: Version) -> Result<(), DecodeError> {
-        if !version.has_track_stream() {
+        if !version.has_typed_responses() {
             return Err(DecodeError::Unsupported);
         }
-        match kind {
-            SUBSCRIBE_START | SUBSCRIBE_END => Ok(()),
-            SUBSCRIBE_DROP if !version.has_stream_count() => Ok(()),
-            other => Err(DecodeError::UnknownType(other)),
+        let known = kind == SUBSCRIBE_START
+            || drop_type(version) == Some(kind)
+            || (version.has_track_stream() && kind == SUBSCRIBE_END);
+        if known {
+            Ok(())
+        } else {
+            Err(DecodeError::UnknownType(kind))
         }
     }
 
     fn encode_typed_body(&self, w: &mut Vec<u8>, version: Version) -> Result<u64, EncodeError> {
-        if !version.has_track_stream() {
+        if !version.has_typed_responses() {
             return Err(EncodeError::Unsupported);
         }
+        let pre05 = !version.has_track_stream();
         Ok(match *self {
+            Self::Ok {
+                priority,
+                max_age_ms,
+                start,
+                end,
+            } => {
+                if !pre05 {
+                    return Err(EncodeError::Unsupported);
+                }
+                coding::write_u8(w, priority);
+                coding::write_u8(w, 0);
+                coding::write_varint(w, max_age_ms, version)?;
+                coding::write_opt(w, start, version)?;
+                coding::write_opt(w, end, version)?;
+                SUBSCRIBE_START
+            }
             Self::Start { group } => {
+                if pre05 {
+                    return Err(EncodeError::Unsupported);
+                }
                 coding::write_varint(w, group, version)?;
                 SUBSCRIBE_START
             }
             Self::End { group, streams } => {
+                if pre05 {
+                    return Err(EncodeError::Unsupported);
+                }
                 coding::write_varint(w, group, version)?;
                 match (version.has_stream_count(), streams) {
                     (true, Some(streams)) => coding::write_varint(w, streams, version)?,
@@ -248,24 +320,33 @@ impl TypedMessage for SubscribeResponse {
                 SUBSCRIBE_END
             }
             Self::Drop { start, end, error } => {
-                if version.has_stream_count() {
-                    return Err(EncodeError::Unsupported);
-                }
+                let kind = drop_type(version).ok_or(EncodeError::Unsupported)?;
                 coding::write_varint(w, start, version)?;
                 coding::write_varint(w, end, version)?;
                 coding::write_varint(w, error, version)?;
-                SUBSCRIBE_DROP
+                kind
             }
         })
     }
 
     fn decode_typed_body(kind: u64, r: &mut &[u8], version: Version) -> Result<Self, DecodeError> {
         Self::check_type(kind, version)?;
+        let pre05 = !version.has_track_stream();
         Ok(match kind {
+            SUBSCRIBE_START if pre05 => {
+                let priority = coding::read_u8(r)?;
+                coding::read_u8(r)?; // retired Ordered byte, ignored
+                Self::Ok {
+                    priority,
+                    max_age_ms: coding::read_varint(r, version)?,
+                    start: coding::read_opt(r, version)?,
+                    end: coding::read_opt(r, version)?,
+                }
+            }
             SUBSCRIBE_START => Self::Start {
                 group: coding::read_varint(r, version)?,
             },
-            SUBSCRIBE_END => Self::End {
+            SUBSCRIBE_END if !pre05 => Self::End {
                 group: coding::read_varint(r, version)?,
                 streams: if version.has_stream_count() {
                     Some(coding::read_varint(r, version)?)
@@ -279,5 +360,33 @@ impl TypedMessage for SubscribeResponse {
                 error: coding::read_varint(r, version)?,
             },
         })
+    }
+}
+
+/// SUBSCRIBE_OK on lite-01/02: one untyped, length-prefixed message, the publisher's only
+/// answer; `Priority(8)` on 01, an empty body on 02.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LegacySubscribeOk {
+    pub priority: u8,
+}
+
+impl Message for LegacySubscribeOk {
+    fn encode_body(&self, w: &mut Vec<u8>, version: Version) -> Result<(), EncodeError> {
+        match version {
+            Version::Lite01 => coding::write_u8(w, self.priority),
+            Version::Lite02 => {}
+            _ => return Err(EncodeError::Unsupported),
+        }
+        Ok(())
+    }
+
+    fn decode_body(r: &mut &[u8], version: Version) -> Result<Self, DecodeError> {
+        match version {
+            Version::Lite01 => Ok(LegacySubscribeOk {
+                priority: coding::read_u8(r)?,
+            }),
+            Version::Lite02 => Ok(LegacySubscribeOk::default()),
+            _ => Err(DecodeError::Unsupported),
+        }
     }
 }

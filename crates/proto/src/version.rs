@@ -3,19 +3,21 @@
 use std::fmt;
 use std::str::FromStr;
 
-/// A moq-lite version that negotiates by ALPN / WebTransport protocol.
+/// A moq-lite version.
 ///
-/// lite-01/02 (legacy in-band SETUP over `moql`) and the IETF drafts are out of scope.
-/// The codec is fully implemented for [`Version::Lite05`] and [`Version::Lite06`]; the
-/// other variants exist so the gates and the ALPN table are complete, and their codecs
-/// report `Unsupported` wherever their layout differs (see [`Version::is_implemented`]).
+/// lite-03 and later negotiate by ALPN (WebTransport protocol, WebSocket subprotocol): the
+/// protocol names the version. lite-01 and lite-02 share the ALPN `moql` and are chosen in band,
+/// by a legacy SETUP exchange on the first bidi stream (`proto::legacy`). Every version's codec
+/// is complete except where [`Version::is_implemented`] says otherwise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Version {
+    Lite01,
+    Lite02,
     Lite03,
     Lite04,
     Lite05,
     Lite06,
-    /// `moq-lite-07-wip`: opt-in only, leading-ones varints everywhere (not implemented).
+    /// `moq-lite-07-wip`: opt-in only, leading-ones varints everywhere.
     Lite07Wip,
 }
 
@@ -24,9 +26,20 @@ pub enum Version {
 #[error("unknown moq-lite version {0:?}")]
 pub struct UnknownVersion(pub String);
 
+/// The ALPN lite-01 and lite-02 share; the version is then chosen in band.
+pub const LEGACY_ALPN: &str = "moql";
+
 impl Version {
-    /// The versions Starling speaks, most preferred first.
-    pub const SUPPORTED: &'static [Version] = &[Version::Lite06, Version::Lite05];
+    /// The versions a Starling relay serves and a Starling client offers by default, most
+    /// preferred first: moq-relay 0.17.10's order (lite-07-wip only when named).
+    pub const SUPPORTED: &'static [Version] = &[
+        Version::Lite06,
+        Version::Lite05,
+        Version::Lite04,
+        Version::Lite03,
+        Version::Lite02,
+        Version::Lite01,
+    ];
 
     /// Every version in this table, newest first.
     pub const ALL: &'static [Version] = &[
@@ -35,11 +48,15 @@ impl Version {
         Version::Lite05,
         Version::Lite04,
         Version::Lite03,
+        Version::Lite02,
+        Version::Lite01,
     ];
 
-    /// ALPN, WebTransport protocol and `Display` name.
-    pub const fn alpn(self) -> &'static str {
+    /// The name (`Display`, `FromStr`, `--listen-version`), as moq-dev spells it.
+    pub const fn name(self) -> &'static str {
         match self {
+            Self::Lite01 => "moq-lite-01",
+            Self::Lite02 => "moq-lite-02",
             Self::Lite03 => "moq-lite-03",
             Self::Lite04 => "moq-lite-04",
             Self::Lite05 => "moq-lite-05",
@@ -48,15 +65,45 @@ impl Version {
         }
     }
 
-    /// The version an ALPN names; `None` for anything else (including `moq-lite-06-wip`,
-    /// `moq-lite-07` and the shared legacy `moql`).
-    pub fn from_alpn(alpn: &str) -> Option<Version> {
-        Self::ALL.iter().copied().find(|v| v.alpn() == alpn)
+    /// The ALPN and WebTransport protocol: the name from lite-03 on, `moql` for 01 and 02.
+    pub const fn alpn(self) -> &'static str {
+        match self {
+            Self::Lite01 | Self::Lite02 => LEGACY_ALPN,
+            other => other.name(),
+        }
     }
 
-    /// The SETUP version code (`0xff0dad0N`; not on the wire for ALPN-negotiated versions).
+    /// The version an ALPN names; `None` for anything else, including the shared `moql`
+    /// (whose version is chosen in band), `moq-lite-06-wip` and `moq-lite-07`.
+    pub fn from_alpn(alpn: &str) -> Option<Version> {
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|v| !v.negotiates_in_band() && v.alpn() == alpn)
+    }
+
+    /// The version a name names.
+    pub fn from_name(name: &str) -> Option<Version> {
+        Self::ALL.iter().copied().find(|v| v.name() == name)
+    }
+
+    /// The deduplicated ALPNs of `versions`, in their order (`moql` once, where the first of
+    /// lite-01/02 sits).
+    pub fn alpns(versions: &[Version]) -> Vec<&'static str> {
+        let mut out: Vec<&'static str> = Vec::with_capacity(versions.len());
+        for version in versions {
+            if !out.contains(&version.alpn()) {
+                out.push(version.alpn());
+            }
+        }
+        out
+    }
+
+    /// The SETUP code (`0xff0dad0N`; on the wire only in the legacy in-band SETUP of 01/02).
     pub const fn code(self) -> u64 {
         match self {
+            Self::Lite01 => 0xff0d_ad01,
+            Self::Lite02 => 0xff0d_ad02,
             Self::Lite03 => 0xff0d_ad03,
             Self::Lite04 => 0xff0d_ad04,
             Self::Lite05 => 0xff0d_ad05,
@@ -72,7 +119,7 @@ impl Version {
 
     /// Whether this crate encodes and decodes every message of this version.
     pub const fn is_implemented(self) -> bool {
-        matches!(self, Self::Lite05 | Self::Lite06 | Self::Lite07Wip)
+        true
     }
 
     /// Whether this version's integers are QUIC varints (every version before 07).
@@ -89,24 +136,73 @@ impl Version {
         }
     }
 
+    /// Chosen by the legacy SETUP exchange over `moql` (01 and 02).
+    pub const fn negotiates_in_band(self) -> bool {
+        matches!(self, Self::Lite01 | Self::Lite02)
+    }
+
+    /// The legacy SETUP stream stays open as the session stream, carrying SESSION_INFO (01/02).
+    pub const fn has_session_stream(self) -> bool {
+        self.negotiates_in_band()
+    }
+
+    /// PROBE exists (03+).
+    pub const fn has_probe(self) -> bool {
+        !self.negotiates_in_band()
+    }
+
     /// PROBE carries the RTT field (04+).
     pub const fn has_probe_rtt(self) -> bool {
-        !matches!(self, Self::Lite03)
+        !matches!(self, Self::Lite01 | Self::Lite02 | Self::Lite03)
     }
 
     /// The GOAWAY stream (bidi 0x5) exists (04+).
     pub const fn has_goaway(self) -> bool {
-        !matches!(self, Self::Lite03)
+        self.has_probe_rtt()
     }
 
     /// Each side opens a uni SETUP stream; the server blocks on the client's (05+).
     pub const fn has_setup_stream(self) -> bool {
-        !matches!(self, Self::Lite03 | Self::Lite04)
+        !matches!(
+            self,
+            Self::Lite01 | Self::Lite02 | Self::Lite03 | Self::Lite04
+        )
     }
 
     /// TRACK/TRACK_INFO, FETCH served, SUBSCRIBE_START/END, per-frame timestamps (05+).
     pub const fn has_track_stream(self) -> bool {
-        !matches!(self, Self::Lite03 | Self::Lite04)
+        self.has_setup_stream()
+    }
+
+    /// ANNOUNCE_INIT opens the announce stream (01/02).
+    pub const fn has_announce_init(self) -> bool {
+        self.negotiates_in_band()
+    }
+
+    /// Announcements carry a hop chain: a count on 03, a list from 04 (none on 01/02).
+    pub const fn has_hops(self) -> bool {
+        !self.negotiates_in_band()
+    }
+
+    /// The hop chain travels as a list of ids (04+; 03 sends only its length).
+    pub const fn has_hop_list(self) -> bool {
+        self.has_hops() && !matches!(self, Self::Lite03)
+    }
+
+    /// The sender appends its own hop to each chain it sends (03/04; from 05 the receiver
+    /// appends the hop the ANNOUNCE_OK named).
+    pub const fn sender_appends_hop(self) -> bool {
+        self.has_hops() && !self.has_announce_ok()
+    }
+
+    /// Subscribe responses are typed `Type, Len, body` (03+; 01/02 send one untyped OK).
+    pub const fn has_typed_responses(self) -> bool {
+        !self.negotiates_in_band()
+    }
+
+    /// SUBSCRIBE_UPDATE exists (03+).
+    pub const fn has_subscribe_update(self) -> bool {
+        !self.negotiates_in_band()
     }
 
     /// FRAME headers carry a ZigZag timestamp delta (05+).
@@ -116,22 +212,23 @@ impl Version {
 
     /// DATAGRAM bodies exist (05+).
     pub const fn has_datagrams(self) -> bool {
-        !matches!(self, Self::Lite03 | Self::Lite04)
+        self.has_setup_stream()
     }
 
     /// ANNOUNCE_OK is the publisher's first message on an announce stream (05+).
     pub const fn has_announce_ok(self) -> bool {
-        !matches!(self, Self::Lite03 | Self::Lite04)
+        self.has_setup_stream()
     }
 
     /// lite-05 ANNOUNCE status 2 (restart) is accepted (05+; 06+ uses UPDATE instead).
     pub const fn restart_supported(self) -> bool {
-        !matches!(self, Self::Lite03 | Self::Lite04)
+        self.has_setup_stream()
     }
 
-    /// SUBSCRIBE carries Max Age (03+; always true in this table).
+    /// SUBSCRIBE carries priority's tail: Max Age and the group bounds (03+; 01/02 send
+    /// only the id, path, track and priority).
     pub const fn carries_max_age(self) -> bool {
-        true
+        !self.negotiates_in_band()
     }
 
     /// ANNOUNCE_REQUEST carries Exclude Hop (04 and 05 only).
@@ -139,7 +236,8 @@ impl Version {
         matches!(self, Self::Lite04 | Self::Lite05)
     }
 
-    /// The retired `Ordered` byte in SUBSCRIBE, SUBSCRIBE_UPDATE and TRACK_INFO (≤ 05).
+    /// The retired `Ordered` byte in SUBSCRIBE, SUBSCRIBE_UPDATE, SUBSCRIBE_OK and TRACK_INFO
+    /// (03 to 05; 01/02 end their SUBSCRIBE before it).
     pub const fn has_group_order(self) -> bool {
         matches!(self, Self::Lite03 | Self::Lite04 | Self::Lite05)
     }
@@ -182,7 +280,7 @@ impl Version {
 
 impl fmt::Display for Version {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.alpn())
+        f.write_str(self.name())
     }
 }
 
@@ -190,7 +288,7 @@ impl FromStr for Version {
     type Err = UnknownVersion;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::from_alpn(s).ok_or_else(|| UnknownVersion(s.to_string()))
+        Self::from_name(s).ok_or_else(|| UnknownVersion(s.to_string()))
     }
 }
 
@@ -209,9 +307,30 @@ mod tests {
         assert_eq!(Version::from_alpn("moql"), None);
         assert_eq!(Version::from_code(0xff0dad05), Some(Version::Lite05));
         for v in Version::ALL {
-            assert_eq!(Version::from_alpn(v.alpn()), Some(*v));
+            let by_alpn = if v.negotiates_in_band() {
+                None
+            } else {
+                Some(*v)
+            };
+            assert_eq!(Version::from_alpn(v.alpn()), by_alpn);
+            assert_eq!(v.name().parse::<Version>(), Ok(*v));
         }
-        assert_eq!(Version::SUPPORTED, &[Version::Lite06, Version::Lite05]);
+        assert_eq!(Version::Lite01.alpn(), "moql");
+        assert_eq!(Version::Lite02.to_string(), "moq-lite-02");
+        assert_eq!("moql".parse::<Version>().ok(), None);
+        use Version::*;
+        assert_eq!(
+            Version::alpns(&[Lite06, Lite05, Lite04, Lite03, Lite02, Lite01]),
+            [
+                "moq-lite-06",
+                "moq-lite-05",
+                "moq-lite-04",
+                "moq-lite-03",
+                "moql"
+            ]
+        );
+        assert_eq!(Version::SUPPORTED[..2], [Version::Lite06, Version::Lite05]);
+        assert!(!Version::SUPPORTED.contains(&Version::Lite07Wip));
         assert!(Version::SUPPORTED.iter().all(|v| v.is_implemented()));
     }
 

@@ -907,27 +907,156 @@ fn older_versions_through_gates() {
             frame_start: 0,
         },
     );
+    // lite-04: DROP is type 1 (moq-net's `subscribe_drop_is_type_1_on_lite04`), OK type 0.
+    golden_t(
+        "01 03 01 03 00",
+        v4,
+        SubscribeResponse::Drop {
+            start: 1,
+            end: 3,
+            error: 0,
+        },
+    );
+    golden_t(
+        "00 05 03 00 00 00 00",
+        v3,
+        SubscribeResponse::Ok {
+            priority: 3,
+            max_age_ms: 0,
+            start: None,
+            end: None,
+        },
+    );
     assert_eq!(
-        decode_t::<SubscribeResponse>(&hex("00 01 01"), v4),
-        Err(DecodeError::Unsupported)
+        decode_t::<SubscribeResponse>(&hex("02 01 01"), v4),
+        Err(DecodeError::UnknownType(2))
+    );
+    assert_eq!(
+        encode_t_result(&SubscribeResponse::Start { group: 1 }, v4),
+        Err(EncodeError::Unsupported)
     );
     assert_eq!(
         decode::<AnnounceOk>(&hex("02 00 00"), v4),
         Err(DecodeError::Unsupported)
     );
-    assert_eq!(
-        decode::<Announce>(&hex("03 01 00 00"), v3),
-        Err(DecodeError::Unsupported)
+    // Announcements: 03 carries the chain's length only (anonymous hops stand in), 04 the
+    // chain with the sender last.
+    let cam = Path::new("room/cam").unwrap();
+    golden(
+        "0b 01 08 726f6f6d2f63616d 02",
+        v3,
+        Announce {
+            status: AnnounceStatus::Active,
+            suffix: cam.clone(),
+            hops: Hops::from_vec(vec![0, 0]).unwrap(),
+        },
     );
-    let mut buf = BytesMut::from(&hex("00 04")[..]);
+    golden(
+        "0d 01 08 726f6f6d2f63616d 02 07 09",
+        v4,
+        Announce {
+            status: AnnounceStatus::Active,
+            suffix: cam.clone(),
+            hops: Hops::from_vec(vec![7, 9]).unwrap(),
+        },
+    );
+    golden(
+        "0b 00 08 726f6f6d2f63616d 00",
+        v3,
+        Announce {
+            status: AnnounceStatus::Ended,
+            suffix: cam.clone(),
+            hops: Hops::new(),
+        },
+    );
+    // No timestamp before 05: a frame header is its size alone.
+    let mut buf = BytesMut::from(&hex("04")[..]);
     assert_eq!(
         decode_frame_header(&mut buf, v4),
-        Err(DecodeError::Unsupported)
+        Ok(Some(FrameHeader {
+            timestamp_delta: 0,
+            size: 4
+        }))
     );
+    let mut out = BytesMut::new();
+    encode_frame_header(
+        &FrameHeader {
+            timestamp_delta: 99,
+            size: 2,
+        },
+        v3,
+        &mut out,
+    )
+    .unwrap();
+    assert_eq!(&out[..], &[0x02]);
     assert!(Datagram::decode(&bytes::Bytes::from_static(&[0, 0, 0]), v4).is_err());
     // lite-04 has no restart status.
     assert_eq!(
         decode::<Announce>(&hex("03 02 00 00"), v4),
         Err(DecodeError::InvalidValue("announce status"))
     );
+    // SUBSCRIBE on 03/04 (moq-net's group start values: latest 0, group n as n+1).
+    golden(
+        "12 01 04 726f6f6d 05 766964656f 03 00 40fa 00 00",
+        v4,
+        Subscribe {
+            id: 1,
+            broadcast: Path::new("room").unwrap(),
+            track: "video".into(),
+            priority: 3,
+            max_age_ms: 250,
+            ..Default::default()
+        },
+    );
+    golden(
+        "05 05 00 00 00 0a",
+        v3,
+        SubscribeUpdate {
+            priority: 5,
+            group_end: Some(9),
+            ..Default::default()
+        },
+    );
+}
+
+#[test]
+fn lite01_and_02() {
+    let (v1, v2) = (Version::Lite01, Version::Lite02);
+    // SUBSCRIBE ends at the priority.
+    for v in [v1, v2] {
+        golden(
+            "0d 01 04 726f6f6d 05 766964656f 03",
+            v,
+            Subscribe {
+                id: 1,
+                broadcast: Path::new("room").unwrap(),
+                track: "video".into(),
+                priority: 3,
+                ..Default::default()
+            },
+        );
+        assert!(decode::<SubscribeUpdate>(&hex("01 03"), v).is_err());
+        assert!(decode_t::<SubscribeResponse>(&hex("00 01 01"), v).is_err());
+        // Announcements have no hops; ANNOUNCE_INIT lists the live suffixes.
+        golden(
+            "0a 01 08 726f6f6d2f63616d",
+            v,
+            Announce {
+                status: AnnounceStatus::Active,
+                suffix: Path::new("room/cam").unwrap(),
+                hops: Hops::new(),
+            },
+        );
+        golden(
+            "0a 01 08 726f6f6d2f63616d",
+            v,
+            AnnounceInit {
+                suffixes: vec![Path::new("room/cam").unwrap()],
+            },
+        );
+        assert!(decode::<Probe>(&hex("01 00"), v).is_err());
+    }
+    // The untyped SUBSCRIBE_OK: the priority on 01, empty on 02.
+    golden("01 03", v1, LegacySubscribeOk { priority: 3 });
+    golden("00", v2, LegacySubscribeOk { priority: 0 });
 }

@@ -8,7 +8,7 @@ use std::time::{Instant, SystemTime};
 use starling_model::Origin;
 use starling_net::qmux::{websocket_acceptor, QmuxAccepted, QmuxTcpListener, QmuxTransport};
 use starling_net::{Accepted, QuicTransport, Server, ServerConfig, TlsCertificate};
-use starling_proto::{SessionCode, Version};
+use starling_proto::{SessionCode, Version, LEGACY_ALPN};
 use starling_session::{random_hop, Accepting, SessionConfig};
 use starling_transport::Transport;
 
@@ -127,7 +127,7 @@ impl Relay {
             TlsSource::Generate(hosts) => TlsCertificate::self_signed(hosts)?,
         };
         let fingerprint = certificate.fingerprint_hex();
-        let alpns: Vec<&str> = config.versions.iter().map(|v| v.alpn()).collect();
+        let alpns = Version::alpns(&config.versions);
         let client_roots = match &config.listen_tls_root {
             // moq-relay refuses the same pairing: anonymous access would make a peer
             // certificate pointless (every client is admitted as one anyway).
@@ -480,29 +480,40 @@ impl Inner {
         let _ticket = accepted.ticket.take();
         let admitting = Admitting::enter(&self.admitting);
         let remote = accepted.remote;
-        let Some(version) = accepted.protocol.as_deref().and_then(Version::from_alpn) else {
-            accepted.transport.close(
-                SessionCode::VersionNegotiationFailed.to_code(),
-                "no common version",
-            );
-            self.metrics.rejected(Rejection::Version);
-            return;
-        };
+        let timeout = self.config.session_limits.handshake_timeout;
         let binding = accepted.kind;
-        let accepting: Accepting<T> = match Accepting::new(
-            accepted.transport,
-            version,
-            self.config.session_limits.handshake_timeout,
-        )
-        .await
-        {
+        // The protocol names the version, except `moql` and no protocol at all: then lite-01
+        // or lite-02 is chosen in band (docs/wire.md §1.7).
+        let handshake = match accepted.protocol.as_deref() {
+            Some(protocol) if protocol != LEGACY_ALPN => match Version::from_alpn(protocol) {
+                Some(version) if self.config.versions.contains(&version) => {
+                    Accepting::new(accepted.transport, version, timeout).await
+                }
+                _ => {
+                    accepted.transport.close(
+                        SessionCode::VersionNegotiationFailed.to_code(),
+                        "no common version",
+                    );
+                    self.metrics.rejected(Rejection::Version);
+                    return;
+                }
+            },
+            _ => Accepting::legacy(accepted.transport, &self.config.versions, timeout).await,
+        };
+        let accepting: Accepting<T> = match handshake {
             Ok(accepting) => accepting,
             Err(err) => {
                 tracing::debug!(%remote, %err, "handshake failed");
-                self.metrics.rejected(Rejection::Handshake);
+                self.metrics
+                    .rejected(if matches!(err, starling_session::Error::Version) {
+                        Rejection::Version
+                    } else {
+                        Rejection::Handshake
+                    });
                 return;
             }
         };
+        let version = accepting.version();
         // Raw QUIC names its target in the SETUP Path; WebTransport in the CONNECT URL, unless
         // the client also sent a SETUP Path, which wins as it does in moq-tokio (docs/wire.md §1.3).
         // A SETUP Path without a query keeps the URL's credential.

@@ -34,6 +34,9 @@ pub enum Error {
     /// The session is over.
     #[error("session closed")]
     Closed,
+    /// No version both sides speak (the legacy in-band negotiation).
+    #[error("no common version")]
+    Version,
 }
 
 impl Error {
@@ -44,6 +47,7 @@ impl Error {
             Error::ProtocolViolation(_) => SessionCode::ProtocolViolation,
             Error::Timeout(_) => SessionCode::ControlTimeout,
             Error::Closed => SessionCode::NoError,
+            Error::Version => SessionCode::VersionNegotiationFailed,
             _ => SessionCode::Internal,
         }
     }

@@ -31,11 +31,16 @@ impl FrameWriter {
         writer: &mut Writer<S>,
         frame: Frame,
     ) -> Result<(), Error> {
-        let delta = frame.timestamp as i128 - self.previous as i128;
-        let delta = i64::try_from(delta)
-            .ok()
-            .filter(|d| (limits::MIN_ZIGZAG..=limits::MAX_ZIGZAG).contains(d))
-            .ok_or(Error::Stream(StreamCode::TimestampMismatch))?;
+        // Before lite-05 no timestamp travels, so none can be out of reach.
+        let delta = if writer.version().has_frame_timestamps() {
+            let delta = frame.timestamp as i128 - self.previous as i128;
+            i64::try_from(delta)
+                .ok()
+                .filter(|d| (limits::MIN_ZIGZAG..=limits::MAX_ZIGZAG).contains(d))
+                .ok_or(Error::Stream(StreamCode::TimestampMismatch))?
+        } else {
+            0
+        };
         self.previous = frame.timestamp;
         writer.queue_frame(&FrameHeader {
             timestamp_delta: delta,
@@ -54,14 +59,25 @@ pub const WHOLE_FRAME_BYTES: usize = 16 * 1024;
 pub(crate) struct FrameReader {
     timestamp: u64,
     max_frame: u64,
+    /// Before lite-05 frames carry no timestamp: each is stamped on arrival, in milliseconds
+    /// (the timescale such tracks get), as moq-net stamps them.
+    stamped_on_arrival: bool,
+}
+
+/// Now, in milliseconds since the Unix epoch.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 impl FrameReader {
-    /// A reader refusing frames over `max_frame` bytes.
-    pub(crate) fn new(max_frame: u64) -> Self {
+    /// A reader of `version`'s frames refusing any over `max_frame` bytes.
+    pub(crate) fn new(max_frame: u64, version: starling_proto::Version) -> Self {
         FrameReader {
             timestamp: 0,
             max_frame,
+            stamped_on_arrival: !version.has_frame_timestamps(),
         }
     }
 
@@ -75,10 +91,13 @@ impl FrameReader {
         let Some(header) = reader.frame_header(self.max_frame).await? else {
             return Ok(None);
         };
-        self.timestamp = self
-            .timestamp
-            .checked_add_signed(header.timestamp_delta)
-            .ok_or(Error::Stream(StreamCode::TimestampMismatch))?;
+        self.timestamp = if self.stamped_on_arrival {
+            now_ms()
+        } else {
+            self.timestamp
+                .checked_add_signed(header.timestamp_delta)
+                .ok_or(Error::Stream(StreamCode::TimestampMismatch))?
+        };
         let size = header.size as usize;
         if size <= WHOLE_FRAME_BYTES || reader.buffered() >= size {
             let payload: Bytes = reader.payload(size).await?;

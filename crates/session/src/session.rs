@@ -7,7 +7,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use starling_model::{BroadcastConsumer, TrackProducer};
 use starling_proto::{
-    BidiType, Path, ProbeLevel, Role, SessionCode, Setup, StreamCode, UniType, Version,
+    legacy, BidiType, Path, ProbeLevel, Role, SessionCode, Setup, StreamCode, UniType, Version,
 };
 use starling_transport::{RecvStream, SendStream, Transport, TransportError};
 use tokio_util::sync::CancellationToken;
@@ -30,6 +30,15 @@ pub struct PeerSetup {
 }
 
 impl PeerSetup {
+    /// A peer whose version has no SETUP (lite-01…04): it names nothing, so a random hop is
+    /// assigned to it for split horizon, as moq-net does.
+    fn assigned() -> Self {
+        PeerSetup {
+            hop: crate::config::random_hop(),
+            ..PeerSetup::default()
+        }
+    }
+
     fn from_setup(setup: &Setup) -> Result<Self, Error> {
         Ok(PeerSetup {
             hop: setup.hop().unwrap_or(0),
@@ -199,6 +208,8 @@ pub struct Accepting<T: Transport> {
     transport: T,
     version: Version,
     setup: PeerSetup,
+    /// lite-01/02: the legacy SETUP stream, kept open as the session stream.
+    session_stream: Option<(T::Send, T::Recv)>,
 }
 
 impl<T: Transport> Accepting<T> {
@@ -209,6 +220,18 @@ impl<T: Transport> Accepting<T> {
         timeout: std::time::Duration,
     ) -> Result<Self, Error> {
         check_version(version)?;
+        if version.negotiates_in_band() {
+            return Err(Error::ProtocolViolation("lite-01/02 are chosen in band"));
+        }
+        if !version.has_setup_stream() {
+            // lite-03/04: the ALPN was all; nothing to read.
+            return Ok(Accepting {
+                transport,
+                version,
+                setup: PeerSetup::assigned(),
+                session_stream: None,
+            });
+        }
         let read = async {
             loop {
                 let stream = transport.accept_uni().await?;
@@ -231,7 +254,72 @@ impl<T: Transport> Accepting<T> {
             transport,
             version,
             setup,
+            session_stream: None,
         })
+    }
+
+    /// The legacy in-band negotiation (ALPN `moql`, or no protocol): read CLIENT_SETUP on the
+    /// first bidi stream within `timeout`, choose the first version of the client's list among
+    /// `served` that is negotiated in band (lite-02, lite-01), answer SERVER_SETUP and keep the
+    /// stream as the session stream. No common version closes the session with
+    /// VERSION_NEGOTIATION_FAILED; a malformed SETUP with PROTOCOL_VIOLATION.
+    pub async fn legacy(
+        transport: T,
+        served: &[Version],
+        timeout: std::time::Duration,
+    ) -> Result<Self, Error> {
+        let exchange = async {
+            let (send, recv) = transport.accept_bi().await?;
+            let mut buf = bytes::BytesMut::new();
+            let mut recv = recv;
+            let offer = loop {
+                if let Some(offer) = legacy::decode_client_setup(&mut buf)? {
+                    break offer;
+                }
+                if buf.len() > 3 + legacy::MAX_SETUP_BODY {
+                    return Err(Error::ProtocolViolation("SETUP too large"));
+                }
+                let chunk = recv
+                    .read(64 << 10)
+                    .await?
+                    .ok_or(Error::Decode(starling_proto::DecodeError::Truncated))?;
+                buf.extend_from_slice(&chunk);
+            };
+            if !buf.is_empty() {
+                return Err(Error::ProtocolViolation("bytes after CLIENT_SETUP"));
+            }
+            let version = offer
+                .choose(served)
+                .filter(|v| v.is_implemented())
+                .ok_or(Error::Version)?;
+            let mut out = bytes::BytesMut::new();
+            legacy::encode_server_setup(
+                &legacy::ServerSetup {
+                    version: version.code(),
+                    params: legacy::LegacyParams::default(),
+                },
+                &mut out,
+            )?;
+            let mut send = send;
+            send.write(out.freeze()).await?;
+            Ok::<_, Error>((version, send, recv))
+        };
+        let result = match tokio::time::timeout(timeout, exchange).await {
+            Ok(result) => result,
+            Err(_) => Err(Error::Timeout("setup")),
+        };
+        match result {
+            Ok((version, send, recv)) => Ok(Accepting {
+                transport,
+                version,
+                setup: PeerSetup::assigned(),
+                session_stream: Some((send, recv)),
+            }),
+            Err(err) => {
+                transport.close(err.session_code().to_code(), "bad setup");
+                Err(err)
+            }
+        }
     }
 
     pub fn setup(&self) -> &PeerSetup {
@@ -247,17 +335,20 @@ impl<T: Transport> Accepting<T> {
         self.transport.close(code.to_code(), reason);
     }
 
-    /// Send our SETUP and start serving.
+    /// Send our SETUP (05+) and start serving.
     pub async fn start(self, config: SessionConfig) -> Result<Session<T>, Error> {
-        let mut setup = Setup::new();
-        setup.set_hop(Some(config.hop))?;
-        advertise_probe(&self.transport, &mut setup);
-        send_setup(&self.transport, self.version, &setup).await?;
+        if self.version.has_setup_stream() {
+            let mut setup = Setup::new();
+            setup.set_hop(Some(config.hop))?;
+            advertise_probe(&self.transport, &mut setup);
+            send_setup(&self.transport, self.version, &setup).await?;
+        }
         Ok(Session::run(
             self.transport,
             self.version,
             config,
             self.setup,
+            self.session_stream,
         ))
     }
 }
@@ -316,6 +407,19 @@ impl<T: Transport> Session<T> {
         config: SessionConfig,
     ) -> Result<Self, Error> {
         check_version(version)?;
+        if version.negotiates_in_band() {
+            return Err(Error::ProtocolViolation("lite-01/02 are chosen in band"));
+        }
+        if !version.has_setup_stream() {
+            // lite-03/04: the ALPN was all.
+            return Ok(Session::run(
+                transport,
+                version,
+                config,
+                PeerSetup::assigned(),
+                None,
+            ));
+        }
         let mut setup = Setup::new();
         setup.set_hop(Some(config.hop))?;
         setup.set_role(client.role);
@@ -339,10 +443,99 @@ impl<T: Transport> Session<T> {
             }
         };
         let server = handshake(&transport, timeout, read).await?;
-        Ok(Session::run(transport, version, config, server))
+        Ok(Session::run(transport, version, config, server, None))
     }
 
-    fn run(transport: T, version: Version, config: SessionConfig, peer: PeerSetup) -> Self {
+    /// Client side, by the protocol the transport agreed: a version's own ALPN names it (SETUP
+    /// follows from lite-05); `moql`, or no protocol (`""`), runs the legacy negotiation
+    /// offering those of `versions` that are chosen in band.
+    pub async fn connect_negotiated(
+        transport: T,
+        protocol: &str,
+        versions: &[Version],
+        client: ClientSetup,
+        config: SessionConfig,
+    ) -> Result<Self, Error> {
+        if protocol.is_empty() || protocol == starling_proto::LEGACY_ALPN {
+            return Self::connect_legacy(transport, versions, config).await;
+        }
+        let version = Version::from_alpn(protocol).ok_or(Error::Version)?;
+        Self::connect(transport, version, client, config).await
+    }
+
+    /// Client side of the legacy in-band negotiation (ALPN `moql`, or no protocol): offer
+    /// `versions` (those negotiated in band, in this order) in CLIENT_SETUP on the first bidi
+    /// stream, read SERVER_SETUP, and start on the version chosen, the stream kept as the
+    /// session stream.
+    pub async fn connect_legacy(
+        transport: T,
+        versions: &[Version],
+        config: SessionConfig,
+    ) -> Result<Self, Error> {
+        let offered: Vec<Version> = versions
+            .iter()
+            .copied()
+            .filter(|v| v.negotiates_in_band() && v.is_implemented())
+            .collect();
+        if offered.is_empty() {
+            return Err(Error::Version);
+        }
+        let timeout = config.limits.handshake_timeout;
+        let exchange = async {
+            let (mut send, mut recv) = transport.open_bi().await?;
+            let mut out = bytes::BytesMut::new();
+            legacy::encode_client_setup(
+                &legacy::ClientSetup::offering(&offered, "starling"),
+                &mut out,
+            )?;
+            send.write(out.freeze()).await?;
+            let mut buf = bytes::BytesMut::new();
+            let answer = loop {
+                if let Some(answer) = legacy::decode_server_setup(&mut buf)? {
+                    break answer;
+                }
+                if buf.len() > 3 + legacy::MAX_SETUP_BODY {
+                    return Err(Error::ProtocolViolation("SETUP too large"));
+                }
+                let chunk = recv
+                    .read(64 << 10)
+                    .await?
+                    .ok_or(Error::Decode(starling_proto::DecodeError::Truncated))?;
+                buf.extend_from_slice(&chunk);
+            };
+            let version = offered
+                .iter()
+                .copied()
+                .find(|v| v.code() == answer.version)
+                .ok_or(Error::Version)?;
+            Ok::<_, Error>((version, send, recv))
+        };
+        let result = match tokio::time::timeout(timeout, exchange).await {
+            Ok(result) => result,
+            Err(_) => Err(Error::Timeout("setup")),
+        };
+        match result {
+            Ok((version, send, recv)) => Ok(Session::run(
+                transport,
+                version,
+                config,
+                PeerSetup::assigned(),
+                Some((send, recv)),
+            )),
+            Err(err) => {
+                transport.close(err.session_code().to_code(), "bad setup");
+                Err(err)
+            }
+        }
+    }
+
+    fn run(
+        transport: T,
+        version: Version,
+        config: SessionConfig,
+        peer: PeerSetup,
+        session_stream: Option<(T::Send, T::Recv)>,
+    ) -> Self {
         let max_requests = config.limits.max_requests;
         let shared = Arc::new(Shared {
             budget: RecvBudget::new(config.limits.recv_budget),
@@ -365,6 +558,10 @@ impl<T: Transport> Session<T> {
         });
         let driver = shared.clone();
         tokio::spawn(async move { drive(driver).await });
+        if let Some((send, recv)) = session_stream {
+            let task = shared.clone();
+            shared.spawn(async move { session_stream_of(task, send, recv).await });
+        }
         if shared.config.consume.is_some() && shared.peer.role != Some(Role::Subscriber) {
             for prefix in shared.config.announce_prefixes.clone() {
                 let task = shared.clone();
@@ -514,6 +711,25 @@ async fn drive<T: Transport>(shared: Arc<Shared<T>>) {
         }
     }
     shared.cancel.cancel();
+}
+
+/// lite-01/02's session stream: SESSION_INFO is read and set aside (moq-net does nothing with
+/// it either); the peer ending the stream ends the session, a FIN cleanly, anything else as the
+/// error it is.
+async fn session_stream_of<T: Transport>(shared: Arc<Shared<T>>, send: T::Send, recv: T::Recv) {
+    let _send = send;
+    let mut reader = Reader::new(recv, shared.version, &shared.budget, Rank::Control);
+    let ended = loop {
+        match reader
+            .message::<legacy::SessionInfo>(shared.config.limits.max_control_message)
+            .await
+        {
+            Ok(Some(_info)) => continue,
+            Ok(None) => break Error::Closed,
+            Err(err) => break err,
+        }
+    };
+    shared.fail(ended);
 }
 
 async fn handle_bi<T: Transport>(shared: Arc<Shared<T>>, send: T::Send, recv: T::Recv) {

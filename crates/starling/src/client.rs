@@ -64,7 +64,7 @@ impl ConnectArgs {
         } else {
             self.versions.clone()
         };
-        let alpns: Vec<&str> = versions.iter().map(|v| v.alpn()).collect();
+        let alpns = Version::alpns(&versions);
         let tls = if self.tls_disable_verify {
             TlsVerify::Disabled
         } else if let Some(root) = &self.tls_root {
@@ -75,6 +75,7 @@ impl ConnectArgs {
         Ok(Dialer {
             url: self.url.clone(),
             dialer: starling_net::Dialer::new(DialConfig::new(&alpns, tls))?,
+            versions,
         })
     }
 }
@@ -83,6 +84,8 @@ impl ConnectArgs {
 pub struct Dialer {
     url: Url,
     dialer: starling_net::Dialer,
+    /// What is offered, most preferred first (the legacy negotiation offers its share).
+    versions: Vec<Version>,
 }
 
 impl Dialer {
@@ -96,8 +99,6 @@ impl Dialer {
             .dial(&self.url)
             .await
             .with_context(|| format!("connecting to {}", self.url))?;
-        let version = Version::from_alpn(&dialed.protocol)
-            .with_context(|| format!("unsupported protocol {}", dialed.protocol))?;
         if config.hop == 0 {
             config.hop = random_hop();
         }
@@ -107,9 +108,16 @@ impl Dialer {
             cost: None,
         };
         let binding = dialed.transport.binding_name();
-        let session = Session::connect(dialed.transport, version, setup, config)
-            .await
-            .context("moq-lite handshake")?;
+        let session = Session::connect_negotiated(
+            dialed.transport,
+            &dialed.protocol,
+            &self.versions,
+            setup,
+            config,
+        )
+        .await
+        .with_context(|| format!("moq-lite handshake (protocol {:?})", dialed.protocol))?;
+        let version = session.version();
         tracing::info!(url = %self.url, %version, binding, "connected");
         Ok(session)
     }

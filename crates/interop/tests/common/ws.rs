@@ -94,12 +94,11 @@ pub async fn starling_ws_connect(
     )
     .await?
     .with_context(|| format!("Starling WebSocket client connecting to {url}"))?;
-    let version = Version::from_alpn(&connected.protocol)
-        .with_context(|| format!("unknown negotiated protocol {:?}", connected.protocol))?;
     ensure!(
-        version == case.version,
-        "negotiated {version}, expected {}",
-        case.version
+        connected.protocol == case.version.alpn(),
+        "negotiated {:?}, expected {}",
+        connected.protocol,
+        case.version.alpn()
     );
     if config.hop == 0 {
         config.hop = random_hop();
@@ -111,7 +110,13 @@ pub async fn starling_ws_connect(
     };
     let session = step(
         "Starling SETUP exchange over WebSocket",
-        Session::connect(connected.transport, version, setup, config),
+        Session::connect_negotiated(
+            connected.transport,
+            &connected.protocol,
+            &[case.version],
+            setup,
+            config,
+        ),
     )
     .await?
     .context("Starling moq-lite handshake over WebSocket")?;

@@ -26,6 +26,12 @@ pub fn encode<M: Message>(m: &M, v: Version) -> Vec<u8> {
     out.to_vec()
 }
 
+pub fn encode_t_result<M: TypedMessage>(m: &M, v: Version) -> Result<Vec<u8>, EncodeError> {
+    let mut buf = BytesMut::new();
+    encode_typed(m, v, &mut buf)?;
+    Ok(buf.to_vec())
+}
+
 pub fn encode_t<M: TypedMessage>(m: &M, v: Version) -> Vec<u8> {
     let mut out = BytesMut::new();
     encode_typed(m, v, &mut out).unwrap();

@@ -63,7 +63,7 @@ pub(crate) fn start(
         tracing::info!("no cluster peers configured; running standalone");
         return Ok(None);
     }
-    let alpns: Vec<&str> = mesh.versions.iter().map(|v| v.alpn()).collect();
+    let alpns = Version::alpns(&mesh.versions);
     let mut quic = QuicConfig {
         idle_timeout: config.peer_idle_timeout,
         keep_alive: Some(config.peer_keep_alive),
@@ -246,8 +246,6 @@ async fn attempt(
     peer: &PeerEntry,
 ) -> Result<starling_session::Error, LinkError> {
     let dialed = dialer.dial(&peer.url).await?;
-    let version = Version::from_alpn(&dialed.protocol)
-        .ok_or_else(|| LinkError::Protocol(dialed.protocol.clone()))?;
     let (transport, remote) = match &dialed.transport {
         AnyTransport::Quic(quic) => (quic.binding().into(), quic.remote_address()),
         AnyTransport::Qmux(_) if peer.url.scheme() == "tcp" => (SessionTransport::Tcp, UNKNOWN),
@@ -267,7 +265,20 @@ async fn attempt(
         role: None,
         cost: peer.cost,
     };
-    let session = Session::connect(dialed.transport, version, setup, config).await?;
+    let protocol = dialed.protocol.clone();
+    let session = Session::connect_negotiated(
+        dialed.transport,
+        &dialed.protocol,
+        &mesh.versions,
+        setup,
+        config,
+    )
+    .await
+    .map_err(|err| match err {
+        starling_session::Error::Version => LinkError::Protocol(protocol),
+        err => err.into(),
+    })?;
+    let version = session.version();
     let session = ClosedOnDrop(session);
     if session.0.peer().hop == mesh.hop {
         return Err(LinkError::Itself);

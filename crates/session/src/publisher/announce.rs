@@ -1,16 +1,14 @@
-//! Serving a peer's announce interest: ANNOUNCE_OK, then the live routes under its prefix as
-//! they change (docs/wire.md §4.2–4.4; lite-05 status announcements, lite-06 typed with ids).
+//! Serving a peer's announce interest: the live routes under its prefix, then each change, in
+//! its version's form (`announce_wire`; docs/wire.md §4.2–4.4).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use starling_model::{Announced, Origin};
-use starling_proto::{
-    Announce, AnnounceEncoder, AnnounceOk, AnnounceRequest, AnnounceStatus, Announcement, Hops,
-    Path, RouteCost,
-};
+use starling_proto::{AnnounceRequest, Path, RouteCost};
 use starling_transport::Transport;
 
+use super::announce_wire::AnnounceWire;
 use crate::error::Error;
 use crate::reader::Reader;
 use crate::session::Shared;
@@ -46,13 +44,10 @@ pub(crate) async fn announce<T: Transport>(
         shared.config.publish.clone(),
         shared.absolute(&request.prefix),
     ) else {
-        // Nothing to offer (or a prefix outside what we can name): an empty OK, stream held.
-        writer
-            .message(&AnnounceOk {
-                hop: shared.config.hop,
-                active_count: 0,
-            })
-            .await?;
+        // Nothing to offer (or a prefix outside what we can name): an empty opening, the
+        // stream held.
+        AnnounceWire::new(shared.version, shared.config.hop).open(writer, &[])?;
+        writer.flush().await?;
         return reader.finished().await;
     };
     let view = View {
@@ -75,18 +70,18 @@ pub(crate) async fn announce<T: Transport>(
 
     let mut sent: HashMap<Path, Sent> = HashMap::new();
     let mut next_id = 0u64;
-    // Lite-07 writes its announcements with references to the ones still live.
-    let mut encoder = shared
-        .version
-        .has_announce_compression()
-        .then(|| AnnounceEncoder::new(shared.version));
-    writer.queue(&AnnounceOk {
-        hop: shared.config.hop,
-        active_count: initial.len() as u64,
-    })?;
-    for announced in initial {
-        let suffix = view.suffix(&announced.path);
-        queue_start(writer, &mut encoder, &suffix, &announced)?;
+    let mut wire = AnnounceWire::new(shared.version, shared.config.hop);
+    let initial: Vec<_> = initial
+        .into_iter()
+        .filter_map(|a| wire.chain(&a).map(|hops| (view.suffix(&a.path), hops, a)))
+        .collect();
+    let suffixes: Vec<Path> = initial
+        .iter()
+        .map(|(suffix, _, _)| suffix.clone())
+        .collect();
+    wire.open(writer, &suffixes)?;
+    for (suffix, hops, announced) in initial {
+        wire.start(writer, &suffix, hops, &announced, true)?;
         sent.insert(
             announced.path.clone(),
             Sent {
@@ -122,17 +117,19 @@ pub(crate) async fn announce<T: Transport>(
                     match (current, sent.get(&path)) {
                         (None, None) => {}
                         (None, Some(old)) => {
-                            queue_end(writer, &mut encoder, &suffix, old.id)?;
+                            wire.end(writer, &suffix, old.id)?;
                             sent.remove(&path);
                             held.remove(&path);
                         }
                         (Some(now), None) => {
-                            queue_start(writer, &mut encoder, &suffix, &now)?;
-                            sent.insert(path, Sent { id: next_id, hops: now.route.hops, cost: now.route.cost });
-                            next_id += 1;
+                            if let Some(hops) = wire.chain(&now) {
+                                wire.start(writer, &suffix, hops, &now, false)?;
+                                sent.insert(path, Sent { id: next_id, hops: now.route.hops, cost: now.route.cost });
+                                next_id += 1;
+                            }
                         }
                         (Some(_), Some(_)) if hold.is_zero() => {
-                            update(writer, &mut encoder, &view, &mut sent, &path, exclude)?;
+                            update(writer, &mut wire, &view, &mut sent, &path, exclude)?;
                         }
                         (Some(_), Some(_)) => {
                             held.entry(path).or_insert_with(|| tokio::time::Instant::now() + hold);
@@ -150,7 +147,7 @@ pub(crate) async fn announce<T: Transport>(
                     .collect();
                 for path in ready {
                     held.remove(&path);
-                    update(writer, &mut encoder, &view, &mut sent, &path, exclude)?;
+                    update(writer, &mut wire, &view, &mut sent, &path, exclude)?;
                 }
                 writer.flush().await?;
             }
@@ -159,10 +156,11 @@ pub(crate) async fn announce<T: Transport>(
 }
 
 /// Tell the peer `path`'s best route now, as an UPDATE on its id, unless it is what the peer
-/// already has (or the path is gone, which its END already said).
+/// already has (or the path is gone, which its END already said). A route that can no longer
+/// be sent to this peer (before 05: now a reflection, or no room for our hop) is ended.
 fn update<S: starling_transport::SendStream>(
     writer: &mut Writer<S>,
-    encoder: &mut Option<AnnounceEncoder>,
+    wire: &mut AnnounceWire,
     view: &View,
     sent: &mut HashMap<Path, Sent>,
     path: &Path,
@@ -178,7 +176,16 @@ fn update<S: starling_transport::SendStream>(
         return Ok(());
     }
     let id = old.id;
-    queue_update(writer, encoder, &view.suffix(path), id, &now)?;
+    let suffix = view.suffix(path);
+    let Some(hops) = wire.chain(&now) else {
+        wire.end(writer, &suffix, id)?;
+        sent.remove(path);
+        return Ok(());
+    };
+    if !wire.tells_updates() {
+        return Ok(());
+    }
+    wire.update(writer, &suffix, id, hops, &now)?;
     sent.insert(
         path.clone(),
         Sent {
@@ -218,85 +225,4 @@ impl View {
 
 fn has_hidden(path: &Path) -> bool {
     path.segments().any(|s| s.starts_with('.'))
-}
-
-fn hops_of(announced: &Announced) -> Result<Hops, Error> {
-    Hops::from_vec(announced.route.hops.to_vec()).map_err(|_| Error::Bound("hops"))
-}
-
-/// Queue a typed announcement (06+), through the stream's encoder on lite-07.
-fn queue_announcement<S: starling_transport::SendStream>(
-    writer: &mut Writer<S>,
-    encoder: &mut Option<AnnounceEncoder>,
-    announcement: &Announcement,
-) -> Result<(), Error> {
-    match encoder {
-        Some(encoder) => writer.queue_typed(&encoder.compress(announcement)?),
-        None => writer.queue_typed(announcement),
-    }
-}
-
-fn queue_start<S: starling_transport::SendStream>(
-    writer: &mut Writer<S>,
-    encoder: &mut Option<AnnounceEncoder>,
-    suffix: &Path,
-    announced: &Announced,
-) -> Result<(), Error> {
-    let hops = hops_of(announced)?;
-    if writer.version().has_announce_id() {
-        let start = Announcement::Start {
-            suffix: suffix.clone(),
-            hops,
-            cost: announced.route.cost,
-        };
-        queue_announcement(writer, encoder, &start)
-    } else {
-        writer.queue(&Announce {
-            status: AnnounceStatus::Active,
-            suffix: suffix.clone(),
-            hops,
-        })
-    }
-}
-
-fn queue_update<S: starling_transport::SendStream>(
-    writer: &mut Writer<S>,
-    encoder: &mut Option<AnnounceEncoder>,
-    suffix: &Path,
-    id: u64,
-    announced: &Announced,
-) -> Result<(), Error> {
-    let hops = hops_of(announced)?;
-    if writer.version().has_announce_id() {
-        let update = Announcement::Update {
-            id,
-            hops,
-            cost: announced.route.cost,
-        };
-        queue_announcement(writer, encoder, &update)
-    } else {
-        // lite-05: a second Active for a live path is a restart.
-        writer.queue(&Announce {
-            status: AnnounceStatus::Active,
-            suffix: suffix.clone(),
-            hops,
-        })
-    }
-}
-
-fn queue_end<S: starling_transport::SendStream>(
-    writer: &mut Writer<S>,
-    encoder: &mut Option<AnnounceEncoder>,
-    suffix: &Path,
-    id: u64,
-) -> Result<(), Error> {
-    if writer.version().has_announce_id() {
-        queue_announcement(writer, encoder, &Announcement::End { id })
-    } else {
-        writer.queue(&Announce {
-            status: AnnounceStatus::Ended,
-            suffix: suffix.clone(),
-            hops: Hops::new(),
-        })
-    }
 }

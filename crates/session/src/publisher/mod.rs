@@ -2,6 +2,7 @@
 //! FETCH) from the origin we publish.
 
 mod announce;
+mod announce_wire;
 mod probe;
 mod subscribe;
 

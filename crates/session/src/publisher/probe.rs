@@ -35,10 +35,14 @@ pub(crate) async fn probe<T: Transport>(
             _ = ticks.tick() => {
                 let now = Instant::now();
                 // A measured 0 is sent as 1; 0 on the wire means unknown.
-                let report = Probe {
-                    bitrate: 0,
-                    rtt_ms: shared.transport.rtt_ms().map(|rtt| rtt.max(1)).unwrap_or(0),
+                // lite-03 has no RTT field: an RTT-only report says nothing there, and nothing
+                // is sent (moq-net's `lite03_sends_nothing_for_an_rtt_only_report`).
+                let rtt_ms = if shared.version.has_probe_rtt() {
+                    shared.transport.rtt_ms().map(|rtt| rtt.max(1)).unwrap_or(0)
+                } else {
+                    0
                 };
+                let report = Probe { bitrate: 0, rtt_ms };
                 if due(last.as_ref(), &report, now) {
                     writer.message(&report).await?;
                     last = Some((report, now));

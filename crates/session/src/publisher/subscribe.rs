@@ -14,7 +14,8 @@ use std::sync::Arc;
 
 use starling_model::{GroupConsumer, StartAt, TrackConsumer};
 use starling_proto::{
-    GroupHeader, StreamCode, Subscribe, SubscribeResponse, SubscribeUpdate, UniType, Version,
+    GroupHeader, LegacySubscribeOk, StreamCode, Subscribe, SubscribeResponse, SubscribeUpdate,
+    UniType, Version,
 };
 use starling_transport::Transport;
 use tokio::task::JoinHandle;
@@ -286,10 +287,33 @@ async fn serve<T: Transport>(
         });
     };
 
+    let legacy = !shared.version.has_track_stream();
+    if legacy {
+        // Before 05 the subscription is answered with one OK as soon as it is served (typed
+        // from 03, untyped on 01/02), carrying nothing but the priority, as moq-net sends it;
+        // its end is the stream's FIN.
+        if shared.version.has_typed_responses() {
+            writer
+                .typed(&SubscribeResponse::Ok {
+                    priority: msg.priority,
+                    max_age_ms: 0,
+                    start: None,
+                    end: None,
+                })
+                .await?;
+        } else {
+            writer
+                .message(&LegacySubscribeOk {
+                    priority: msg.priority,
+                })
+                .await?;
+        }
+        started = true;
+    }
     let outcome: Result<Option<u64>, Error> = loop {
         inflight.retain(|g| !g.task.is_finished());
         tokio::select! {
-            update = reader.message::<SubscribeUpdate>(limits.max_control_message) => {
+            update = next_update(reader, shared.version, limits.max_control_message) => {
                 match update {
                     Ok(Some(update)) => {
                         priority_tx.send_modify(|u| u.priority = update.priority);
@@ -343,6 +367,15 @@ async fn serve<T: Transport>(
             // On lite-07 the END also counts the group streams opened for the subscription,
             // so it goes once every one of them has been opened (here: has ended).
             let end = end.unwrap_or_else(|| inflight.back().map(|g| g.sequence + 1).unwrap_or(0));
+            if legacy {
+                // No END before 05: the groups in flight complete, then the FIN says it.
+                for g in inflight.drain(..) {
+                    let _ = g.task.await;
+                }
+                writer.finish()?;
+                let _ = reader.finished().await;
+                return Ok(());
+            }
             if shared.version.has_stream_count() {
                 for g in inflight.drain(..) {
                     let _ = g.task.await;
@@ -372,6 +405,20 @@ async fn serve<T: Transport>(
             }
             Err(err)
         }
+    }
+}
+
+/// The subscriber's next SUBSCRIBE_UPDATE; on 01/02, which have none, only its FIN (any byte
+/// is a protocol violation).
+async fn next_update<R: starling_transport::RecvStream>(
+    reader: &mut Reader<R>,
+    version: Version,
+    max: usize,
+) -> Result<Option<SubscribeUpdate>, Error> {
+    if version.has_subscribe_update() {
+        reader.message::<SubscribeUpdate>(max).await
+    } else {
+        reader.finished().await.map(|()| None)
     }
 }
 

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use starling_model::{BroadcastProducer, Route, RouteHandle};
 use starling_proto::{
-    Announce, AnnounceDecoder, AnnounceOk, AnnounceRequest, AnnounceStatus, Announcement, BidiType,
-    CompressedAnnouncement, DecodeError, Hops, Path, RouteCost, StreamCode,
+    Announce, AnnounceDecoder, AnnounceInit, AnnounceOk, AnnounceRequest, AnnounceStatus,
+    Announcement, BidiType, CompressedAnnouncement, DecodeError, Hops, Path, RouteCost, StreamCode,
 };
 use starling_transport::Transport;
 use tokio_util::sync::CancellationToken;
@@ -76,17 +76,34 @@ async fn run<T: Transport>(shared: &Arc<Shared<T>>, prefix: &Path) -> Result<(),
         })
         .await?;
     let limits = &shared.config.limits;
-    let ok = reader
-        .message::<AnnounceOk>(limits.max_control_message)
-        .await?
-        .ok_or(Error::Decode(DecodeError::Truncated))?;
+    let version = shared.version;
+    // Who answered: from 05 the ANNOUNCE_OK names the peer's hop, which we append to each
+    // chain. Before 05 there is none: on 04 the sender has appended itself already; on 01-03
+    // (no ids on the wire) the session's assigned hop stands for the peer.
+    let (responder, initial) = if version.has_announce_ok() {
+        let ok = reader
+            .message::<AnnounceOk>(limits.max_control_message)
+            .await?
+            .ok_or(Error::Decode(DecodeError::Truncated))?;
+        (ok.hop, Vec::new())
+    } else if version.has_announce_init() {
+        let init = reader
+            .message::<AnnounceInit>(limits.max_control_message)
+            .await?
+            .ok_or(Error::Decode(DecodeError::Truncated))?;
+        (shared.peer.hop, init.suffixes)
+    } else if version.has_hop_list() {
+        (0, Vec::new())
+    } else {
+        (shared.peer.hop, Vec::new())
+    };
     let link = shared.config.link_cost.or(shared.peer.cost).unwrap_or(1);
 
     let mut state = Announces {
         shared: shared.clone(),
         origin,
         base,
-        responder: ok.hop,
+        responder,
         link,
         by_id: HashMap::new(),
         by_suffix: HashMap::new(),
@@ -94,6 +111,14 @@ async fn run<T: Transport>(shared: &Arc<Shared<T>>, prefix: &Path) -> Result<(),
         next_id: 0,
         draining: false,
     };
+    // 01/02: what ANNOUNCE_INIT listed is live, as if announced one by one.
+    for suffix in initial {
+        state.on_announce(Announce {
+            status: AnnounceStatus::Active,
+            suffix,
+            hops: Hops::new(),
+        })?;
+    }
     let mut decoder = shared
         .version
         .has_announce_compression()
@@ -338,7 +363,7 @@ impl<T: Transport> Announces<T> {
         }
     }
 
-    /// lite-05 status announcements, keyed by suffix.
+    /// Status announcements (before 06), keyed by suffix.
     fn on_announce(&mut self, msg: Announce) -> Result<(), Error> {
         match msg.status {
             AnnounceStatus::Active | AnnounceStatus::Restart => {
@@ -347,6 +372,10 @@ impl<T: Transport> Announces<T> {
                 };
                 let route = self.route(chain, RouteCost::UNKNOWN);
                 if let Some(id) = self.by_suffix.get(&msg.suffix) {
+                    if !self.shared.version.restart_supported() {
+                        // Before 05 a live path is never announced twice.
+                        return Err(Error::ProtocolViolation("duplicate announce"));
+                    }
                     if let Some(live) = self.by_id.get_mut(id) {
                         live.hops = route.hops.clone();
                         self.origin.update_route(&live.route, route);

@@ -48,7 +48,10 @@ async fn run<T: Transport>(
     writer.queue_varint(BidiType::Fetch.code())?;
     writer.message(&request).await?;
     // Our side stays open until the response completes (docs/wire.md §4.9).
-    let mut frames = FrameReader::new(shared.config.model_limits.max_frame_bytes as u64);
+    let mut frames = FrameReader::new(
+        shared.config.model_limits.max_frame_bytes as u64,
+        shared.version,
+    );
     while frames.read_into(&mut reader, group).await?.is_some() {}
     // The response is complete; the peer may already have stopped our side.
     let _ = writer.finish();

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use starling_model::{BroadcastProducer, Demand, Frame, TrackRequest};
 use starling_proto::{
-    BidiType, GroupHeader, Path, StreamCode, Subscribe, SubscribeResponse, SubscribeUpdate, Track,
-    TrackInfo,
+    BidiType, GroupHeader, LegacySubscribeOk, Path, StreamCode, Subscribe, SubscribeResponse,
+    SubscribeUpdate, Track, TrackInfo,
 };
 use starling_transport::Transport;
 
@@ -191,12 +191,19 @@ async fn pull<T: Transport>(
         .await?;
 
     // The first group the publisher serves (SUBSCRIBE_START) and the exclusive end
-    // (SUBSCRIBE_END): the groups between them are owed.
+    // (SUBSCRIBE_END): the groups between them are owed. Before 05 the publisher answers one
+    // OK (untyped on 01/02) and ends the subscription with a FIN alone.
     let mut first = None;
     let mut end = None;
+    if !shared.version.has_typed_responses() {
+        reader
+            .message::<LegacySubscribeOk>(limits.max_control_message)
+            .await?
+            .ok_or(Error::Stream(StreamCode::Cancelled))?;
+    }
     loop {
         tokio::select! {
-            response = reader.typed::<SubscribeResponse>(limits.max_control_message) => {
+            response = next_response(&mut reader, shared.version, limits.max_control_message) => {
                 match response? {
                     Some(SubscribeResponse::Start { group }) => {
                         if first.is_none() && resume.is_some() {
@@ -206,27 +213,34 @@ async fn pull<T: Transport>(
                         first = first.or(Some(group));
                     }
                     Some(SubscribeResponse::End { group, streams: count }) => end = Some((group, count)),
-                    Some(SubscribeResponse::Drop { .. }) => {}
+                    Some(SubscribeResponse::Ok { .. } | SubscribeResponse::Drop { .. }) => {}
                     None => {
-                        let Some((end, count)) = end else {
-                            return Err(Error::ProtocolViolation("subscribe FIN without END"));
-                        };
                         // QUIC does not order streams: a group stream the publisher opened
                         // before its END can reach us after the FIN. The subscription stays
                         // routable until what is owed arrived, or for a grace (the max age
                         // asked for, else 1 s), as moq-net waits: on lite-07 every stream the
-                        // END counts, before it every group from START to END.
+                        // END counts, from 05 every group from START to END, before 05 (no
+                        // END) whatever arrives within the grace.
+                        let (end, count) = match end {
+                            Some(end) => end,
+                            None if !shared.version.has_track_stream() => (0, None),
+                            None => {
+                                return Err(Error::ProtocolViolation("subscribe FIN without END"))
+                            }
+                        };
                         let grace = match demand.max_age_ms.min(window) {
                             0 => OWED_GROUP_GRACE,
                             ms => Duration::from_millis(ms),
                         };
+                        let legacy = !shared.version.has_track_stream();
                         let owed = async {
                             match (count, first) {
                                 (Some(count), _) => {
                                     let _ = streams.wait_for(|n| *n >= count).await;
                                 }
-                                (None, Some(first)) => track.arrived(first..end).await,
-                                (None, None) => {}
+                                (None, Some(first)) if !legacy => track.arrived(first..end).await,
+                                (None, _) if legacy => std::future::pending::<()>().await,
+                                (None, _) => {}
                             }
                         };
                         tokio::select! {
@@ -242,7 +256,10 @@ async fn pull<T: Transport>(
             }
             now = track.demand_changed(Some(demand)) => {
                 demand = now;
-                writer.message(&wanted(demand)).await?;
+                // 01/02 have no SUBSCRIBE_UPDATE: the subscription keeps what it first asked.
+                if shared.version.has_subscribe_update() {
+                    writer.message(&wanted(demand)).await?;
+                }
             }
             _ = &mut unused => {
                 // Last reader gone: unsubscribe with a FIN.
@@ -258,8 +275,30 @@ async fn pull<T: Transport>(
     }
 }
 
+/// The next subscribe response: typed from 03; before (01/02) nothing follows the OK but the
+/// FIN, which a read of a typed response would mistake for garbage.
+async fn next_response<R: starling_transport::RecvStream>(
+    reader: &mut Reader<R>,
+    version: starling_proto::Version,
+    max: usize,
+) -> Result<Option<SubscribeResponse>, Error> {
+    if version.has_typed_responses() {
+        reader.typed::<SubscribeResponse>(max).await
+    } else {
+        reader.finished().await.map(|()| None)
+    }
+}
+
 /// How long an ended subscription waits for an owed group stream when it asked for no max age.
 const OWED_GROUP_GRACE: Duration = Duration::from_secs(1);
+
+/// A track pulled over lite-01…04, which has no TRACK_INFO: moq-net's default max age (5 s), at
+/// a millisecond timescale (frames are stamped on arrival).
+pub(crate) const LEGACY_TRACK_INFO: TrackInfo = TrackInfo {
+    priority: 0,
+    max_age_ms: 5000,
+    timescale: 1000,
+};
 
 struct Unregister<T: Transport> {
     shared: Arc<Shared<T>>,
@@ -278,6 +317,11 @@ async fn request_info<T: Transport>(
     wire: &Path,
     name: &str,
 ) -> Result<TrackInfo, Error> {
+    if !shared.version.has_track_stream() {
+        // Before 05 there is no TRACK: what moq-net assumes of such a track. Frames carry no
+        // timestamp there, so they are stamped in milliseconds on arrival.
+        return Ok(LEGACY_TRACK_INFO);
+    }
     let limits = &shared.config.limits;
     let (send, recv) = shared.transport.open_bi().await?;
     let mut writer = Writer::new(send, shared.version);
@@ -347,7 +391,10 @@ pub(crate) async fn group<T: Transport>(shared: &Arc<Shared<T>>, reader: &mut Re
         }
     };
     shared.stats.groups_received.fetch_add(1, Ordering::Relaxed);
-    let mut frames = FrameReader::new(shared.config.model_limits.max_frame_bytes as u64);
+    let mut frames = FrameReader::new(
+        shared.config.model_limits.max_frame_bytes as u64,
+        shared.version,
+    );
     let result: Result<(), Error> = async {
         while let Some(size) = frames.read_into(reader, &mut group).await? {
             shared.stats.frames_received.fetch_add(1, Ordering::Relaxed);

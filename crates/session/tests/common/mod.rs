@@ -64,16 +64,28 @@ impl Relay {
         let transport = client.clone();
         let relay = self.clone();
         let accept = tokio::spawn(async move {
-            let accepting = Accepting::new(server, version, TIMEOUT).await.unwrap();
+            // lite-01/02 are chosen in band, the others by the (here implied) protocol.
+            let accepting = if version.negotiates_in_band() {
+                Accepting::legacy(server, &[version], TIMEOUT).await
+            } else {
+                Accepting::new(server, version, TIMEOUT).await
+            }
+            .unwrap();
             let mut config = SessionConfig::new(relay.hop);
             config.publish = Some(relay.origin.clone());
             config.consume = Some(relay.origin.clone());
             relay_side(&mut config);
             accepting.start(config).await.unwrap()
         });
-        let session = Session::connect(client, version, ClientSetup::default(), config)
-            .await
-            .unwrap();
+        let session = Session::connect_negotiated(
+            client,
+            version.alpn(),
+            &[version],
+            ClientSetup::default(),
+            config,
+        )
+        .await
+        .unwrap();
         (session, accept.await.unwrap(), transport)
     }
 }
