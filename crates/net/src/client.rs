@@ -25,10 +25,6 @@ const ATTEMPT_STAGGER: Duration = Duration::from_millis(250);
 /// Largest `/certificate.sha256` body we read.
 const MAX_FINGERPRINT_BODY: usize = 4096;
 
-/// moq-lite session code VERSION_NEGOTIATION_FAILED (docs/wire.md §7.1), used when a WebTransport
-/// server picks no protocol.
-const VERSION_NEGOTIATION_FAILED: u32 = 0x15;
-
 /// How the client verifies the server's certificate.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum TlsVerify {
@@ -273,14 +269,9 @@ impl Client {
             Binding::WebTransport,
             self.config.quic.stream_limits(),
         );
-        let Some(protocol) = transport.protocol() else {
-            starling_transport::Transport::close(
-                &transport,
-                VERSION_NEGOTIATION_FAILED,
-                "no protocol",
-            );
-            return Err(ClientError::NoProtocol);
-        };
+        // A server that picked none of our protocols still answers: the version is then
+        // negotiated in band (lite-01/02 over the legacy SETUP), as moq-net's client does.
+        let protocol = transport.protocol().unwrap_or_default();
         Ok(Connected {
             transport,
             protocol,

@@ -288,10 +288,14 @@ impl<T: Transport> Accepting<T> {
             if !buf.is_empty() {
                 return Err(Error::ProtocolViolation("bytes after CLIENT_SETUP"));
             }
-            let version = offer
-                .choose(served)
-                .filter(|v| v.is_implemented())
-                .ok_or(Error::Version)?;
+            let Some(version) = offer.choose(served) else {
+                // Closed before the stream goes, so the client reads the reason, not a reset.
+                transport.close(
+                    SessionCode::VersionNegotiationFailed.to_code(),
+                    "no common version",
+                );
+                return Err(Error::Version);
+            };
             let mut out = bytes::BytesMut::new();
             legacy::encode_server_setup(
                 &legacy::ServerSetup {
@@ -369,6 +373,10 @@ async fn handshake<T: Transport>(
     }
     result
 }
+
+/// How long a client whose legacy SETUP stream was reset waits for the session's close (and
+/// its reason) to follow.
+const CLOSE_SETTLE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// We report PROBEs when the transport measures an RTT (docs/wire.md §4.1 Probe).
 fn advertise_probe<T: Transport>(transport: &T, setup: &mut Setup) {
@@ -522,6 +530,17 @@ impl<T: Transport> Session<T> {
                 PeerSetup::assigned(),
                 Some((send, recv)),
             )),
+            Err(Error::Transport(TransportError::Reset(_))) => {
+                // A server refusing closes the session, which may reach us after the reset of
+                // the SETUP stream: the close and its reason are what happened.
+                let closed = tokio::time::timeout(CLOSE_SETTLE, transport.closed()).await;
+                let err = match closed {
+                    Ok(closed @ TransportError::ClosedByPeer { .. }) => Error::Transport(closed),
+                    _ => Error::ProtocolViolation("SETUP stream reset"),
+                };
+                transport.close(err.session_code().to_code(), "bad setup");
+                Err(err)
+            }
             Err(err) => {
                 transport.close(err.session_code().to_code(), "bad setup");
                 Err(err)
