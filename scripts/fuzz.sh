@@ -23,7 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SECONDS_EACH="${1:-60}"
-TARGETS="${TARGETS:-lite_message frame_header datagram qmux_frames qmux_params auth paths announce_stream session}"
+TARGETS="${TARGETS:-lite_message frame_header datagram qmux_frames qmux_params auth paths announce_stream legacy_setup session}"
 OUT=target/fuzz
 mkdir -p "$OUT"
 

@@ -4,14 +4,22 @@
 use bytes::{Bytes, BytesMut};
 use starling_proto::{
     decode_frame_header, decode_message_from, decode_typed, decode_typed_from, encode_frame_header,
-    encode_message, encode_typed, Announce, AnnounceDecoder, AnnounceEncoder, AnnounceOk,
-    AnnounceRequest, Announcement, CompressedAnnouncement, Datagram, Fetch, Goaway, GroupHeader,
-    Message, Path, Probe, Setup, Subscribe, SubscribeResponse, SubscribeUpdate, Track, TrackInfo,
-    TypedMessage, Version,
+    encode_message, encode_typed, Announce, AnnounceDecoder, AnnounceEncoder, AnnounceInit,
+    AnnounceOk, AnnounceRequest, Announcement, CompressedAnnouncement, Datagram, Fetch, Goaway,
+    GroupHeader, LegacySubscribeOk, Message, Path, Probe, Setup, Subscribe, SubscribeResponse,
+    SubscribeUpdate, Track, TrackInfo, TypedMessage, Version,
 };
 
 /// The versions fuzzed, picked by a selector byte (the seeds use the same order).
-pub const VERSIONS: &[Version] = &[Version::Lite06, Version::Lite05, Version::Lite07Wip];
+pub const VERSIONS: &[Version] = &[
+    Version::Lite06,
+    Version::Lite05,
+    Version::Lite07Wip,
+    Version::Lite04,
+    Version::Lite03,
+    Version::Lite02,
+    Version::Lite01,
+];
 
 fn version(selector: u8) -> Version {
     VERSIONS[selector as usize % VERSIONS.len()]
@@ -82,6 +90,8 @@ pub fn lite_message(data: &[u8]) -> bool {
         10 => round_trip::<GroupHeader>(body, version),
         11 => round_trip::<Fetch>(body, version),
         12 => round_trip::<Probe>(body, version),
+        13 => round_trip::<AnnounceInit>(body, version),
+        14 => round_trip::<LegacySubscribeOk>(body, version),
         _ => round_trip::<Goaway>(body, version),
     }
 }
@@ -123,6 +133,53 @@ pub fn announce_stream(data: &[u8]) -> bool {
     }
     assert!(encoded.is_empty());
     !resolved.is_empty()
+}
+
+/// The legacy in-band SETUP of lite-01/02 (draft-14 framing) and SESSION_INFO: the first
+/// byte picks CLIENT_SETUP, SERVER_SETUP or SESSION_INFO (on 01 or 02).
+pub fn legacy_setup(data: &[u8]) -> bool {
+    use starling_proto::legacy;
+    let Some((&selector, body)) = data.split_first() else {
+        return false;
+    };
+    match selector % 3 {
+        0 => {
+            let mut buf = BytesMut::from(body);
+            let Ok(Some(setup)) = legacy::decode_client_setup(&mut buf) else {
+                return false;
+            };
+            let mut encoded = BytesMut::new();
+            if legacy::encode_client_setup(&setup, &mut encoded).is_err() {
+                return true;
+            }
+            let again = legacy::decode_client_setup(&mut encoded)
+                .unwrap_or_else(|err| panic!("{setup:?} re-encoded fails: {err}"));
+            assert_eq!(again, Some(setup));
+            true
+        }
+        1 => {
+            let mut buf = BytesMut::from(body);
+            let Ok(Some(setup)) = legacy::decode_server_setup(&mut buf) else {
+                return false;
+            };
+            let mut encoded = BytesMut::new();
+            if legacy::encode_server_setup(&setup, &mut encoded).is_err() {
+                return true;
+            }
+            let again = legacy::decode_server_setup(&mut encoded)
+                .unwrap_or_else(|err| panic!("{setup:?} re-encoded fails: {err}"));
+            assert_eq!(again, Some(setup));
+            true
+        }
+        _ => {
+            let version = if selector & 0x80 == 0 {
+                Version::Lite01
+            } else {
+                Version::Lite02
+            };
+            round_trip::<legacy::SessionInfo>(body, version)
+        }
+    }
 }
 
 /// A frame header (`delta + size`).

@@ -10,7 +10,8 @@ mod seeds;
 mod session;
 
 pub use checks::{
-    announce_stream, auth, datagram, frame_header, lite_message, paths, qmux_frames, qmux_params,
+    announce_stream, auth, datagram, frame_header, legacy_setup, lite_message, paths, qmux_frames,
+    qmux_params,
 };
 pub use seeds::seeds;
 pub use session::session;
@@ -29,5 +30,6 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("auth", auth),
     ("paths", paths),
     ("announce_stream", announce_stream),
+    ("legacy_setup", legacy_setup),
     ("session", session),
 ];

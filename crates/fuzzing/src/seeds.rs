@@ -113,7 +113,13 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
         message(10, &|b| plain(&GroupHeader::default(), version, b));
         message(11, &|b| plain(&Fetch::default(), version, b));
         message(12, &|b| plain(&Probe::default(), version, b));
-        message(13, &|b| plain(&Goaway::default(), version, b));
+        let init = starling_proto::AnnounceInit {
+            suffixes: vec![path.clone()],
+        };
+        message(13, &|b| plain(&init, version, b));
+        let ok = starling_proto::LegacySubscribeOk { priority: 3 };
+        message(14, &|b| plain(&ok, version, b));
+        message(15, &|b| plain(&Goaway::default(), version, b));
 
         let mut buf = BytesMut::new();
         let header = FrameHeader {
@@ -162,7 +168,29 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
         out.push(("session", input));
     }
     out.push(("announce_stream", announce_stream_seed()));
+    for input in legacy_setup_seeds() {
+        out.push(("legacy_setup", input));
+    }
     out
+}
+
+/// moq-net's default CLIENT_SETUP offer, the SERVER_SETUP choosing lite-02, and a SESSION_INFO.
+fn legacy_setup_seeds() -> Vec<Vec<u8>> {
+    use starling_proto::legacy;
+    let mut offer = BytesMut::new();
+    let client = legacy::ClientSetup::offering(&[Version::Lite02, Version::Lite01], "moq-lite-rs");
+    legacy::encode_client_setup(&client, &mut offer).expect("the seed encodes");
+    let mut answer = BytesMut::new();
+    let server = legacy::ServerSetup {
+        version: Version::Lite02.code(),
+        params: legacy::LegacyParams::default(),
+    };
+    legacy::encode_server_setup(&server, &mut answer).expect("the seed encodes");
+    let mut client_input = vec![0u8];
+    client_input.extend_from_slice(&offer);
+    let mut server_input = vec![1u8];
+    server_input.extend_from_slice(&answer);
+    vec![client_input, server_input, vec![2, 0x01, 0x05]]
 }
 
 /// A lite-07 announce stream with references: moq-net's pinned stream (two STARTs sharing a
