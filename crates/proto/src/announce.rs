@@ -200,45 +200,76 @@ pub const ANNOUNCE_END: u64 = 0x1;
 /// Type of ANNOUNCE_UPDATE.
 pub const ANNOUNCE_UPDATE: u64 = 0x2;
 
-/// A lite-06 typed announcement, `Type(i) | Len(i) | body`, with implicit ids: the k-th
-/// `Start` on a stream is id k (from 0); `End` retires an id, `Update` keeps it live.
+/// A typed announcement (06+), `Type(i) | Len(i) | body`, with implicit ids: the k-th `Start`
+/// on a stream is id k (from 0); `End` retires an id, `Update` keeps it live. Generic over how
+/// its path and chain travel: literally on lite-06 ([`Announcement`]), as references to live
+/// announcements on lite-07 ([`crate::CompressedAnnouncement`], resolved by
+/// [`crate::AnnounceDecoder`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Announcement {
-    /// 0x0: `Suffix Path(s), Hops, Warm(i), Cold(i)`; assigns the next id.
-    Start {
-        suffix: Path,
-        hops: Hops,
-        cost: RouteCost,
-    },
+pub enum TypedAnnouncement<P, H> {
+    /// 0x0: `Suffix, Hops, Warm(i), Cold(i)`; assigns the next id.
+    Start { suffix: P, hops: H, cost: RouteCost },
     /// 0x1: `Announce ID(i)`.
     End { id: u64 },
     /// 0x2: `Announce ID(i), Hops, Warm(i), Cold(i)`; replaces chain and cost in place.
-    Update {
-        id: u64,
-        hops: Hops,
-        cost: RouteCost,
-    },
+    Update { id: u64, hops: H, cost: RouteCost },
     /// Any other type: its body was skipped by length; assigns no id. Encodes with an
     /// empty body (so it round-trips), and only for a `kind` outside 0..=2.
     Unknown { kind: u64 },
 }
 
-impl TypedMessage for Announcement {
+/// A lite-06 typed announcement: the path and chain as they are.
+pub type Announcement = TypedAnnouncement<Path, Hops>;
+
+/// A field of a typed announcement, in the form one version family carries it.
+pub trait AnnounceField: Sized {
+    /// Whether this is lite-07's compressed form (else lite-06's literal one).
+    const COMPRESSED: bool;
+    fn encode_field(&self, w: &mut Vec<u8>, version: Version) -> Result<(), EncodeError>;
+    fn decode_field(r: &mut &[u8], version: Version) -> Result<Self, DecodeError>;
+}
+
+impl AnnounceField for Path {
+    const COMPRESSED: bool = false;
+    fn encode_field(&self, w: &mut Vec<u8>, version: Version) -> Result<(), EncodeError> {
+        self.encode(w, version)
+    }
+    fn decode_field(r: &mut &[u8], version: Version) -> Result<Self, DecodeError> {
+        Path::decode(r, version)
+    }
+}
+
+impl AnnounceField for Hops {
+    const COMPRESSED: bool = false;
+    fn encode_field(&self, w: &mut Vec<u8>, version: Version) -> Result<(), EncodeError> {
+        self.encode(w, version)
+    }
+    fn decode_field(r: &mut &[u8], version: Version) -> Result<Self, DecodeError> {
+        Hops::decode(r, version)
+    }
+}
+
+/// Whether `version` carries announcements whose fields are `P`.
+fn carries<P: AnnounceField>(version: Version) -> bool {
+    version.has_announce_id() && version.has_announce_compression() == P::COMPRESSED
+}
+
+impl<P: AnnounceField, H: AnnounceField> TypedMessage for TypedAnnouncement<P, H> {
     fn check_type(_kind: u64, version: Version) -> Result<(), DecodeError> {
-        if !version.has_announce_id() || version.has_announce_compression() {
+        if !carries::<P>(version) {
             return Err(DecodeError::Unsupported);
         }
         Ok(())
     }
 
     fn encode_typed_body(&self, w: &mut Vec<u8>, version: Version) -> Result<u64, EncodeError> {
-        if !version.has_announce_id() || version.has_announce_compression() {
+        if !carries::<P>(version) {
             return Err(EncodeError::Unsupported);
         }
         Ok(match self {
             Self::Start { suffix, hops, cost } => {
-                suffix.encode(w, version)?;
-                hops.encode(w, version)?;
+                suffix.encode_field(w, version)?;
+                hops.encode_field(w, version)?;
                 cost.encode(w, version)?;
                 ANNOUNCE_START
             }
@@ -248,7 +279,7 @@ impl TypedMessage for Announcement {
             }
             Self::Update { id, hops, cost } => {
                 coding::write_varint(w, *id, version)?;
-                hops.encode(w, version)?;
+                hops.encode_field(w, version)?;
                 cost.encode(w, version)?;
                 ANNOUNCE_UPDATE
             }
@@ -267,8 +298,8 @@ impl TypedMessage for Announcement {
         Self::check_type(kind, version)?;
         Ok(match kind {
             ANNOUNCE_START => Self::Start {
-                suffix: Path::decode(r, version)?,
-                hops: Hops::decode(r, version)?,
+                suffix: P::decode_field(r, version)?,
+                hops: H::decode_field(r, version)?,
                 cost: RouteCost::decode(r, version)?,
             },
             ANNOUNCE_END => Self::End {
@@ -276,7 +307,7 @@ impl TypedMessage for Announcement {
             },
             ANNOUNCE_UPDATE => Self::Update {
                 id: coding::read_varint(r, version)?,
-                hops: Hops::decode(r, version)?,
+                hops: H::decode_field(r, version)?,
                 cost: RouteCost::decode(r, version)?,
             },
             kind => {

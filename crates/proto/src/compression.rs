@@ -3,7 +3,8 @@
 //! announcement's hop chain, naming that *base* by its distance back from the stream's next
 //! unassigned announce id (1 = the latest START; 0 = no base).
 //!
-//! [`CompressedAnnouncement`] is the stateless wire form, with its references as they travel.
+//! [`CompressedAnnouncement`] is the stateless wire form, with its references as they travel
+//! (lite-06's typed announcement with [`PathRef`] and [`HopsRef`] for its fields).
 //! [`AnnounceDecoder`] resolves them against the live announcements of one received stream,
 //! refusing every violation (a base not live or never assigned, a keep longer than the base,
 //! a resolved path over 32 segments or a chain breaking the hop rules) with
@@ -16,10 +17,8 @@
 use std::collections::{BTreeSet, HashMap};
 use std::hash::Hash;
 
-use crate::announce::{Announcement, ANNOUNCE_END, ANNOUNCE_START, ANNOUNCE_UPDATE};
+use crate::announce::{AnnounceField, Announcement, TypedAnnouncement};
 use crate::coding::{self, DecodeError, EncodeError};
-use crate::cost::RouteCost;
-use crate::framing::TypedMessage;
 use crate::hops::Hops;
 use crate::limits::MAX_PATH_SEGMENTS;
 use crate::path::Path;
@@ -64,26 +63,8 @@ impl HopsRef {
     }
 }
 
-/// A lite-07 typed announcement as it travels (types as on lite-06).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CompressedAnnouncement {
-    /// 0x0: `PathRef, HopsRef, Warm(i), Cold(i)`; assigns the next id.
-    Start {
-        path: PathRef,
-        hops: HopsRef,
-        cost: RouteCost,
-    },
-    /// 0x1: `Announce ID(i)`.
-    End { id: u64 },
-    /// 0x2: `Announce ID(i), HopsRef, Warm(i), Cold(i)`.
-    Update {
-        id: u64,
-        hops: HopsRef,
-        cost: RouteCost,
-    },
-    /// Any other type, skipped by its length; assigns no id.
-    Unknown { kind: u64 },
-}
+/// A lite-07 typed announcement as it travels: its path and chain as references.
+pub type CompressedAnnouncement = TypedAnnouncement<PathRef, HopsRef>;
 
 fn read_ref(r: &mut &[u8], version: Version) -> Result<(u64, u64), DecodeError> {
     Ok((
@@ -99,26 +80,42 @@ fn check_no_base_keeps_nothing(base: u64, keep: u64) -> Result<(), DecodeError> 
     Ok(())
 }
 
-impl PathRef {
-    fn decode(r: &mut &[u8], version: Version) -> Result<PathRef, DecodeError> {
+fn refuse_keep_without_base(base: u64, keep: u64) -> Result<(), EncodeError> {
+    if base == 0 && keep != 0 {
+        return Err(EncodeError::InvalidValue("a keep without a base"));
+    }
+    Ok(())
+}
+
+impl AnnounceField for PathRef {
+    const COMPRESSED: bool = true;
+
+    fn encode_field(&self, w: &mut Vec<u8>, version: Version) -> Result<(), EncodeError> {
+        refuse_keep_without_base(self.base, self.keep)?;
+        coding::write_varint(w, self.base, version)?;
+        coding::write_varint(w, self.keep, version)?;
+        self.rest.encode(w, version)
+    }
+
+    fn decode_field(r: &mut &[u8], version: Version) -> Result<PathRef, DecodeError> {
         let (base, keep) = read_ref(r, version)?;
         check_no_base_keeps_nothing(base, keep)?;
         let rest = Path::decode(r, version)?;
         Ok(PathRef { base, keep, rest })
     }
-
-    fn encode(&self, w: &mut Vec<u8>, version: Version) -> Result<(), EncodeError> {
-        if self.base == 0 && self.keep != 0 {
-            return Err(EncodeError::InvalidValue("a keep without a base"));
-        }
-        coding::write_varint(w, self.base, version)?;
-        coding::write_varint(w, self.keep, version)?;
-        self.rest.encode(w, version)
-    }
 }
 
-impl HopsRef {
-    fn decode(r: &mut &[u8], version: Version) -> Result<HopsRef, DecodeError> {
+impl AnnounceField for HopsRef {
+    const COMPRESSED: bool = true;
+
+    fn encode_field(&self, w: &mut Vec<u8>, version: Version) -> Result<(), EncodeError> {
+        refuse_keep_without_base(self.base, self.keep)?;
+        coding::write_varint(w, self.base, version)?;
+        self.literal.encode(w, version)?;
+        coding::write_varint(w, self.keep, version)
+    }
+
+    fn decode_field(r: &mut &[u8], version: Version) -> Result<HopsRef, DecodeError> {
         let base = coding::read_varint(r, version)?;
         let literal = Hops::decode(r, version)?;
         let keep = coding::read_varint(r, version)?;
@@ -127,79 +124,6 @@ impl HopsRef {
             base,
             literal,
             keep,
-        })
-    }
-
-    fn encode(&self, w: &mut Vec<u8>, version: Version) -> Result<(), EncodeError> {
-        if self.base == 0 && self.keep != 0 {
-            return Err(EncodeError::InvalidValue("a keep without a base"));
-        }
-        coding::write_varint(w, self.base, version)?;
-        self.literal.encode(w, version)?;
-        coding::write_varint(w, self.keep, version)
-    }
-}
-
-impl TypedMessage for CompressedAnnouncement {
-    fn check_type(_kind: u64, version: Version) -> Result<(), DecodeError> {
-        if !version.has_announce_compression() {
-            return Err(DecodeError::Unsupported);
-        }
-        Ok(())
-    }
-
-    fn encode_typed_body(&self, w: &mut Vec<u8>, version: Version) -> Result<u64, EncodeError> {
-        if !version.has_announce_compression() {
-            return Err(EncodeError::Unsupported);
-        }
-        Ok(match self {
-            Self::Start { path, hops, cost } => {
-                path.encode(w, version)?;
-                hops.encode(w, version)?;
-                cost.encode(w, version)?;
-                ANNOUNCE_START
-            }
-            Self::End { id } => {
-                coding::write_varint(w, *id, version)?;
-                ANNOUNCE_END
-            }
-            Self::Update { id, hops, cost } => {
-                coding::write_varint(w, *id, version)?;
-                hops.encode(w, version)?;
-                cost.encode(w, version)?;
-                ANNOUNCE_UPDATE
-            }
-            Self::Unknown { kind } => {
-                if *kind <= ANNOUNCE_UPDATE {
-                    return Err(EncodeError::InvalidValue(
-                        "unknown announcement uses a known type",
-                    ));
-                }
-                *kind
-            }
-        })
-    }
-
-    fn decode_typed_body(kind: u64, r: &mut &[u8], version: Version) -> Result<Self, DecodeError> {
-        Self::check_type(kind, version)?;
-        Ok(match kind {
-            ANNOUNCE_START => Self::Start {
-                path: PathRef::decode(r, version)?,
-                hops: HopsRef::decode(r, version)?,
-                cost: RouteCost::decode(r, version)?,
-            },
-            ANNOUNCE_END => Self::End {
-                id: coding::read_varint(r, version)?,
-            },
-            ANNOUNCE_UPDATE => Self::Update {
-                id: coding::read_varint(r, version)?,
-                hops: HopsRef::decode(r, version)?,
-                cost: RouteCost::decode(r, version)?,
-            },
-            kind => {
-                *r = &[];
-                Self::Unknown { kind }
-            }
         })
     }
 }
@@ -290,8 +214,8 @@ impl AnnounceDecoder {
     /// retires its id). An END or UPDATE for an id not live is refused too.
     pub fn resolve(&mut self, msg: CompressedAnnouncement) -> Result<Announcement, DecodeError> {
         Ok(match msg {
-            CompressedAnnouncement::Start { path, hops, cost } => {
-                let suffix = self.live.resolve_path(path)?;
+            CompressedAnnouncement::Start { suffix, hops, cost } => {
+                let suffix = self.live.resolve_path(suffix)?;
                 let hops = self.live.resolve_hops(hops)?;
                 let id = self.live.next;
                 self.live.next += 1;
@@ -441,7 +365,7 @@ impl AnnounceEncoder {
                     },
                 );
                 CompressedAnnouncement::Start {
-                    path,
+                    suffix: path,
                     hops: chain,
                     cost: *cost,
                 }

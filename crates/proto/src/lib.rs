@@ -45,7 +45,8 @@ pub mod varint;
 pub mod version;
 
 pub use announce::{
-    Announce, AnnounceInit, AnnounceOk, AnnounceRequest, AnnounceStatus, Announcement,
+    Announce, AnnounceField, AnnounceInit, AnnounceOk, AnnounceRequest, AnnounceStatus,
+    Announcement, TypedAnnouncement,
 };
 pub use coding::{DecodeError, EncodeError};
 pub use compression::{AnnounceDecoder, AnnounceEncoder, CompressedAnnouncement, HopsRef, PathRef};

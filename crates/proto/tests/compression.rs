@@ -100,7 +100,7 @@ fn chain(base: u64, literal: &[u64], keep: u64) -> HopsRef {
 
 fn wire_start(path: PathRef, hops: HopsRef) -> CompressedAnnouncement {
     CompressedAnnouncement::Start {
-        path,
+        suffix: path,
         hops,
         cost: RouteCost::default(),
     }
@@ -350,7 +350,7 @@ proptest! {
         for announcement in &sent {
             let wire = match announcement {
                 Announcement::Start { suffix, hops, cost } => CompressedAnnouncement::Start {
-                    path: PathRef::literal(suffix.clone()),
+                    suffix: PathRef::literal(suffix.clone()),
                     hops: HopsRef::literal(hops.clone()),
                     cost: *cost,
                 },

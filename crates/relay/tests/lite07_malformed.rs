@@ -37,7 +37,7 @@ async fn publisher(url: &url::Url) -> starling_net::QuicTransport {
 
 fn start(path: PathRef) -> CompressedAnnouncement {
     CompressedAnnouncement::Start {
-        path,
+        suffix: path,
         hops: HopsRef::literal(Hops::default()),
         cost: RouteCost::default(),
     }

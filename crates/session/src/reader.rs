@@ -46,6 +46,15 @@ impl<R: RecvStream> Reader<R> {
         }
     }
 
+    /// Start with `bytes` already read from the stream (by a handshake before this reader).
+    pub fn prefill(&mut self, bytes: &[u8]) -> Result<(), Error> {
+        if !bytes.is_empty() {
+            self.grow(bytes.len())?;
+            self.buf.extend_from_slice(bytes);
+        }
+        Ok(())
+    }
+
     /// Re-rank this stream once its header says what it carries.
     pub fn set_rank(&self, rank: Rank) {
         self.account.set_rank(rank);

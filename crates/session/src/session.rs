@@ -208,8 +208,9 @@ pub struct Accepting<T: Transport> {
     transport: T,
     version: Version,
     setup: PeerSetup,
-    /// lite-01/02: the legacy SETUP stream, kept open as the session stream.
-    session_stream: Option<(T::Send, T::Recv)>,
+    /// lite-01/02: the legacy SETUP stream, kept open as the session stream, and what was
+    /// read past the SETUP on it.
+    session_stream: Option<SessionStream<T>>,
 }
 
 impl<T: Transport> Accepting<T> {
@@ -269,25 +270,8 @@ impl<T: Transport> Accepting<T> {
         timeout: std::time::Duration,
     ) -> Result<Self, Error> {
         let exchange = async {
-            let (send, recv) = transport.accept_bi().await?;
-            let mut buf = bytes::BytesMut::new();
-            let mut recv = recv;
-            let offer = loop {
-                if let Some(offer) = legacy::decode_client_setup(&mut buf)? {
-                    break offer;
-                }
-                if buf.len() > 3 + legacy::MAX_SETUP_BODY {
-                    return Err(Error::ProtocolViolation("SETUP too large"));
-                }
-                let chunk = recv
-                    .read(64 << 10)
-                    .await?
-                    .ok_or(Error::Decode(starling_proto::DecodeError::Truncated))?;
-                buf.extend_from_slice(&chunk);
-            };
-            if !buf.is_empty() {
-                return Err(Error::ProtocolViolation("bytes after CLIENT_SETUP"));
-            }
+            let (send, mut recv) = transport.accept_bi().await?;
+            let (offer, rest) = read_legacy_setup(&mut recv, legacy::decode_client_setup).await?;
             let Some(version) = offer.choose(served) else {
                 // Closed before the stream goes, so the client reads the reason, not a reset.
                 transport.close(
@@ -306,18 +290,18 @@ impl<T: Transport> Accepting<T> {
             )?;
             let mut send = send;
             send.write(out.freeze()).await?;
-            Ok::<_, Error>((version, send, recv))
+            Ok::<_, Error>((version, send, recv, rest))
         };
         let result = match tokio::time::timeout(timeout, exchange).await {
             Ok(result) => result,
             Err(_) => Err(Error::Timeout("setup")),
         };
         match result {
-            Ok((version, send, recv)) => Ok(Accepting {
+            Ok((version, send, recv, rest)) => Ok(Accepting {
                 transport,
                 version,
                 setup: PeerSetup::assigned(),
-                session_stream: Some((send, recv)),
+                session_stream: Some((send, recv, rest)),
             }),
             Err(err) => {
                 transport.close(err.session_code().to_code(), "bad setup");
@@ -372,6 +356,35 @@ async fn handshake<T: Transport>(
         transport.close(err.session_code().to_code(), "bad setup");
     }
     result
+}
+
+/// lite-01/02's session stream: its halves and the bytes read past the SETUP.
+type SessionStream<T> = (
+    <T as Transport>::Send,
+    <T as Transport>::Recv,
+    bytes::BytesMut,
+);
+
+/// Read one legacy SETUP (`decode`) from `recv`: the message, and whatever followed it in the
+/// same reads (SESSION_INFO, say), for the session stream to go on from.
+async fn read_legacy_setup<R: RecvStream, M>(
+    recv: &mut R,
+    decode: fn(&mut bytes::BytesMut) -> Result<Option<M>, starling_proto::DecodeError>,
+) -> Result<(M, bytes::BytesMut), Error> {
+    let mut buf = bytes::BytesMut::new();
+    loop {
+        if let Some(setup) = decode(&mut buf)? {
+            return Ok((setup, buf));
+        }
+        if buf.len() > 3 + legacy::MAX_SETUP_BODY {
+            return Err(Error::ProtocolViolation("SETUP too large"));
+        }
+        let chunk = recv
+            .read(64 << 10)
+            .await?
+            .ok_or(Error::Decode(starling_proto::DecodeError::Truncated))?;
+        buf.extend_from_slice(&chunk);
+    }
 }
 
 /// How long a client whose legacy SETUP stream was reset waits for the session's close (and
@@ -497,38 +510,25 @@ impl<T: Transport> Session<T> {
                 &mut out,
             )?;
             send.write(out.freeze()).await?;
-            let mut buf = bytes::BytesMut::new();
-            let answer = loop {
-                if let Some(answer) = legacy::decode_server_setup(&mut buf)? {
-                    break answer;
-                }
-                if buf.len() > 3 + legacy::MAX_SETUP_BODY {
-                    return Err(Error::ProtocolViolation("SETUP too large"));
-                }
-                let chunk = recv
-                    .read(64 << 10)
-                    .await?
-                    .ok_or(Error::Decode(starling_proto::DecodeError::Truncated))?;
-                buf.extend_from_slice(&chunk);
-            };
+            let (answer, rest) = read_legacy_setup(&mut recv, legacy::decode_server_setup).await?;
             let version = offered
                 .iter()
                 .copied()
                 .find(|v| v.code() == answer.version)
                 .ok_or(Error::Version)?;
-            Ok::<_, Error>((version, send, recv))
+            Ok::<_, Error>((version, send, recv, rest))
         };
         let result = match tokio::time::timeout(timeout, exchange).await {
             Ok(result) => result,
             Err(_) => Err(Error::Timeout("setup")),
         };
         match result {
-            Ok((version, send, recv)) => Ok(Session::run(
+            Ok((version, send, recv, rest)) => Ok(Session::run(
                 transport,
                 version,
                 config,
                 PeerSetup::assigned(),
-                Some((send, recv)),
+                Some((send, recv, rest)),
             )),
             Err(Error::Transport(TransportError::Reset(_))) => {
                 // A server refusing closes the session, which may reach us after the reset of
@@ -553,7 +553,7 @@ impl<T: Transport> Session<T> {
         version: Version,
         config: SessionConfig,
         peer: PeerSetup,
-        session_stream: Option<(T::Send, T::Recv)>,
+        session_stream: Option<SessionStream<T>>,
     ) -> Self {
         let max_requests = config.limits.max_requests;
         let shared = Arc::new(Shared {
@@ -577,9 +577,9 @@ impl<T: Transport> Session<T> {
         });
         let driver = shared.clone();
         tokio::spawn(async move { drive(driver).await });
-        if let Some((send, recv)) = session_stream {
+        if let Some((send, recv, rest)) = session_stream {
             let task = shared.clone();
-            shared.spawn(async move { session_stream_of(task, send, recv).await });
+            shared.spawn(async move { session_stream_of(task, send, recv, rest).await });
         }
         if shared.config.consume.is_some() && shared.peer.role != Some(Role::Subscriber) {
             for prefix in shared.config.announce_prefixes.clone() {
@@ -735,9 +735,18 @@ async fn drive<T: Transport>(shared: Arc<Shared<T>>) {
 /// lite-01/02's session stream: SESSION_INFO is read and set aside (moq-net does nothing with
 /// it either); the peer ending the stream ends the session, a FIN cleanly, anything else as the
 /// error it is.
-async fn session_stream_of<T: Transport>(shared: Arc<Shared<T>>, send: T::Send, recv: T::Recv) {
+async fn session_stream_of<T: Transport>(
+    shared: Arc<Shared<T>>,
+    send: T::Send,
+    recv: T::Recv,
+    rest: bytes::BytesMut,
+) {
     let _send = send;
     let mut reader = Reader::new(recv, shared.version, &shared.budget, Rank::Control);
+    if let Err(err) = reader.prefill(&rest) {
+        shared.fail(err);
+        return;
+    }
     let ended = loop {
         match reader
             .message::<legacy::SessionInfo>(shared.config.limits.max_control_message)

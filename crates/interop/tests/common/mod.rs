@@ -428,7 +428,7 @@ pub async fn starling_connect(
     url: &Url,
     fingerprint: &str,
     role: Role,
-    mut config: SessionConfig,
+    config: SessionConfig,
 ) -> anyhow::Result<(Client, Session<QuicTransport>)> {
     let client = Client::new(
         ClientConfig::default()
@@ -438,29 +438,44 @@ pub async fn starling_connect(
     let connected = step("Starling client connect", client.connect(url))
         .await?
         .with_context(|| format!("Starling client connecting to {url}"))?;
+    let session = start_session(
+        case,
+        connected.transport,
+        &connected.protocol,
+        connected.setup_path.clone(),
+        role,
+        config,
+    )
+    .await?;
+    Ok((client, session))
+}
+
+/// Start a Starling session in `role` over a transport that agreed on `protocol`, which must
+/// be `case`'s; the session must run `case`'s version.
+pub async fn start_session<T: starling_transport::Transport>(
+    case: Case,
+    transport: T,
+    protocol: &str,
+    setup_path: Option<String>,
+    role: Role,
+    mut config: SessionConfig,
+) -> anyhow::Result<Session<T>> {
     ensure!(
-        connected.protocol == case.version.alpn(),
-        "negotiated {:?}, expected {}",
-        connected.protocol,
+        protocol == case.version.alpn(),
+        "negotiated {protocol:?}, expected {}",
         case.version.alpn()
     );
     if config.hop == 0 {
         config.hop = random_hop();
     }
     let setup = ClientSetup {
-        path: connected.setup_path.clone(),
+        path: setup_path,
         role: Some(role),
         cost: None,
     };
     let session = step(
         "Starling SETUP exchange",
-        Session::connect_negotiated(
-            connected.transport,
-            &connected.protocol,
-            &[case.version],
-            setup,
-            config,
-        ),
+        Session::connect_negotiated(transport, protocol, &[case.version], setup, config),
     )
     .await?
     .context("Starling moq-lite handshake")?;
@@ -469,7 +484,7 @@ pub async fn starling_connect(
         "session runs {}",
         session.version()
     );
-    Ok((client, session))
+    Ok(session)
 }
 
 /// A Starling publisher session serving broadcast [`BROADCAST`] with track [`TRACK`].

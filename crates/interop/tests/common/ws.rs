@@ -7,13 +7,13 @@
 
 use std::net::SocketAddr;
 
-use anyhow::{ensure, Context};
+use anyhow::Context;
 use starling_model::{Origin, TrackProducer};
 use starling_net::qmux::{connect, QmuxTransport};
 use starling_net::TlsVerify;
 use starling_proto::{Role, SessionCode, Version};
 use starling_relay::{Relay, RelayConfig};
-use starling_session::{random_hop, ClientSetup, Session, SessionConfig};
+use starling_session::{Session, SessionConfig};
 use url::Url;
 
 use crate::common::{
@@ -86,7 +86,7 @@ pub async fn starling_ws_connect(
     case: Case,
     url: &Url,
     role: Role,
-    mut config: SessionConfig,
+    config: SessionConfig,
 ) -> anyhow::Result<Session<QmuxTransport>> {
     let connected = step(
         "Starling WebSocket connect",
@@ -94,33 +94,15 @@ pub async fn starling_ws_connect(
     )
     .await?
     .with_context(|| format!("Starling WebSocket client connecting to {url}"))?;
-    ensure!(
-        connected.protocol == case.version.alpn(),
-        "negotiated {:?}, expected {}",
-        connected.protocol,
-        case.version.alpn()
-    );
-    if config.hop == 0 {
-        config.hop = random_hop();
-    }
-    let setup = ClientSetup {
-        path: connected.setup_path.clone(),
-        role: Some(role),
-        cost: None,
-    };
-    let session = step(
-        "Starling SETUP exchange over WebSocket",
-        Session::connect_negotiated(
-            connected.transport,
-            &connected.protocol,
-            &[case.version],
-            setup,
-            config,
-        ),
+    crate::common::start_session(
+        case,
+        connected.transport,
+        &connected.protocol,
+        connected.setup_path.clone(),
+        role,
+        config,
     )
-    .await?
-    .context("Starling moq-lite handshake over WebSocket")?;
-    Ok(session)
+    .await
 }
 
 /// A Starling publisher over WebSocket serving [`BROADCAST`] / [`TRACK`].

@@ -103,7 +103,7 @@ pub fn serve<T: Transport>(
                         encode_message(&announce, version, &mut out).unwrap();
                     } else if version.has_announce_compression() {
                         let start = CompressedAnnouncement::Start {
-                            path: PathRef::literal(broadcast.clone()),
+                            suffix: PathRef::literal(broadcast.clone()),
                             hops: HopsRef::literal(Hops::default()),
                             cost: RouteCost::default(),
                         };
