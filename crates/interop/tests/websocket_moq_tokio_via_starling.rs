@@ -82,3 +82,15 @@ async fn lite07_moq_tokio_publisher_over_tcp() {
     let case = Case::new(Version::Lite07Wip, Binding::Quic);
     run(case, scenario(case, true)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lite04_moq_tokio_publisher_over_websocket() {
+    let case = Case::new(Version::Lite04, Binding::Quic);
+    run(case, scenario(case, false)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lite02_moql_moq_tokio_publisher_over_websocket() {
+    let case = Case::new(Version::Lite02, Binding::Quic);
+    run(case, scenario(case, false)).await;
+}
