@@ -18,7 +18,10 @@
 # runs without a sanitizer and without leak detection: it is safe Rust whose findings are
 # panics, hangs and broken invariants, and its relay persists across inputs by design, which
 # made LeakSanitizer scan the heap after every input (70 % of its time); without them it runs
-# about 12 times as fast (5 700 executions a second here instead of 480).
+# about 12 times as fast. It builds in a target directory of its own, so alternating targets
+# rebuild nothing. Its inputs are capped at 384 bytes: an execution costs about its number of
+# steps (at 2 KiB inputs it ran 200 a second), and the hostile session's budget is 256 bytes,
+# so short inputs reach every bound.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,14 +45,14 @@ for target in $TARGETS; do
     limit=(-max_total_time="$SECONDS_EACH")
   fi
   case $target in
-    session) sanitizer=(-s none); extra=(-detect_leaks=0) ;;
-    *) sanitizer=(); extra=() ;;
+    session) sanitizer=(-s none --target-dir ../target/fuzz-unsanitized); extra=(-detect_leaks=0); max_len=384 ;;
+    *) sanitizer=(); extra=(); max_len=4096 ;;
   esac
   echo "=== $target (${RUNS:-${SECONDS_EACH}s})"
   started=$(date +%s)
   # New inputs go to a scratch directory; the committed corpus is read-only input here.
   cargo +nightly fuzz run -O "${sanitizer[@]}" "$target" "$work" "corpus/$target" -- \
-    "${limit[@]}" "${extra[@]}" -max_len=4096 -print_final_stats=1 2>&1 | tee "$work.log" | grep -E "^(#[0-9]+.*DONE|==|stat::number_of_executed_units)" || true
+    "${limit[@]}" "${extra[@]}" -max_len="$max_len" -print_final_stats=1 2>&1 | tee "$work.log" | grep -E "^(#[0-9]+.*DONE|==|stat::number_of_executed_units)" || true
   if grep -q "SUMMARY: \|panicked at" "$work.log"; then
     echo "=== $target: CRASH, see fuzz/artifacts/$target and $work.log"
     exit 1

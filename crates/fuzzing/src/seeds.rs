@@ -251,7 +251,19 @@ fn session_seeds() -> Vec<Vec<u8>> {
     let mut listening = open_bi(&interest);
     listening.extend_from_slice(&[5, 0, 7, 5, 0, 3, 0]);
     let stuck = vec![0, 5, 0x00, 0x80, 0x00, 0xf0, 0x00, 2, 0, 3, 1, 2, 3, 6, 200];
-    vec![subscribed, listening, stuck]
+    vec![subscribed, listening, stuck, evicting_session_input()]
+}
+
+/// A whole-session input that overfills the harness's receive budget: two group streams, each
+/// 150 bytes into a 180-byte header, then a publish and a pause.
+pub(crate) fn evicting_session_input() -> Vec<u8> {
+    let mut input = Vec::new();
+    for _ in 0..2 {
+        input.extend_from_slice(&[0, 153, 0x00, 0x40, 180]);
+        input.extend(std::iter::repeat_n(0u8, 150));
+    }
+    input.extend_from_slice(&[7, 6, 10]);
+    input
 }
 
 fn qmux_seed_frames() -> Vec<starling_qmux::Frame> {

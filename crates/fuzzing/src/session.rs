@@ -27,8 +27,11 @@ use starling_session::{Accepting, ClientSetup, Session, SessionConfig};
 use starling_transport::mem::{pair, MemRecv, MemSend, MemTransport};
 use starling_transport::{RecvStream, SendStream, Transport};
 
-/// The hostile session's receive budget: small, so inputs reach eviction.
-const BUDGET: usize = 16 * 1024;
+/// The hostile session's receive budget: small, so the short inputs this target runs with
+/// (scripts/fuzz.sh caps them at 384 bytes) reach eviction.
+const BUDGET: usize = 256;
+/// The hostile session's control message bound: within the budget, so one whole message fits.
+const MAX_CONTROL_MESSAGE: usize = 192;
 /// How long one step may take, in paused time.
 const STEP: Duration = Duration::from_secs(5);
 
@@ -76,6 +79,8 @@ struct Relay {
     reader: TrackConsumer,
     /// The next group to publish.
     sequence: u64,
+    /// Streams evicted from hostile sessions so far (the harness's own test reads it).
+    evictions: u64,
     /// What the origin holds with no hostile session: its broadcasts and interests.
     baseline: (usize, usize),
     _broadcast: BroadcastProducer,
@@ -145,6 +150,7 @@ impl Relay {
             track,
             reader,
             sequence: 0,
+            evictions: 0,
             baseline,
             _broadcast: broadcast,
             _route: route,
@@ -155,7 +161,8 @@ impl Relay {
     async fn drive(&mut self, data: &[u8]) -> bool {
         // The hostile client: a valid SETUP, then whatever the input says.
         let (client, server) = pair();
-        let hostile_side = relay_config(&self.origin, BUDGET);
+        let mut hostile_side = relay_config(&self.origin, BUDGET);
+        hostile_side.limits.max_control_message = MAX_CONTROL_MESSAGE;
         let hostile_relay = tokio::spawn(async move {
             let accepting = Accepting::new(server, Version::Lite06, STEP).await.ok()?;
             accepting.start(hostile_side).await.ok()
@@ -236,6 +243,10 @@ impl Relay {
             }
         }
 
+        if let Some(session) = &hostile {
+            self.evictions += session.budget().evicted;
+        }
+
         // The honest subscriber is unaffected: a group published now reaches it.
         let sequence = self.sequence;
         self.sequence += 1;
@@ -311,5 +322,25 @@ fn publish(track: &TrackProducer, sequence: u64) {
             payload: Bytes::from(sequence.to_string()),
         });
         group.finish();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Streams evicted by this thread's hostile sessions so far.
+    fn evictions() -> u64 {
+        HARNESS.with(|cell| cell.borrow().as_ref().map_or(0, |h| h.relay.evictions))
+    }
+
+    #[test]
+    fn an_input_can_fill_the_budget_and_evict() {
+        let before = evictions();
+        assert!(session(&crate::seeds::evicting_session_input()));
+        assert!(
+            evictions() > before,
+            "two streams of 153 bytes against a {BUDGET}-byte budget evict one"
+        );
     }
 }
