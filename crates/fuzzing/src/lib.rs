@@ -6,6 +6,7 @@
 //! never panics; and what it decodes, encoded again, decodes to the same value.
 
 mod checks;
+mod ietf;
 mod seeds;
 mod session;
 
@@ -13,6 +14,7 @@ pub use checks::{
     announce_stream, auth, datagram, frame_header, legacy_setup, lite_message, paths, qmux_frames,
     qmux_params,
 };
+pub use ietf::{ietf_control, ietf_data};
 pub use seeds::seeds;
 pub use session::session;
 
@@ -31,5 +33,7 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("paths", paths),
     ("announce_stream", announce_stream),
     ("legacy_setup", legacy_setup),
+    ("ietf_control", ietf_control),
+    ("ietf_data", ietf_data),
     ("session", session),
 ];

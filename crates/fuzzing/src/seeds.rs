@@ -171,7 +171,321 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
     for input in legacy_setup_seeds() {
         out.push(("legacy_setup", input));
     }
+    out.extend(ietf_seeds());
     out
+}
+
+/// Every control message each draft defines, and a subgroup stream, a fetch stream and a
+/// datagram per draft, behind the selector byte that picks the draft.
+fn ietf_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    use starling_proto::ietf::datagram::{DatagramBody, ObjectDatagram};
+    use starling_proto::ietf::fetch_stream::{self, FetchEntry, FetchObject};
+    use starling_proto::ietf::properties::ObjectProperties;
+    use starling_proto::ietf::subgroup::{ObjectHeader, SubgroupFlags, SubgroupHeader};
+    use starling_proto::ietf::Draft;
+
+    let mut out = Vec::new();
+    for (selector, &draft) in Draft::ALL.iter().enumerate() {
+        let tagged = |bytes: &[u8]| {
+            let mut input = vec![selector as u8];
+            input.extend_from_slice(bytes);
+            input
+        };
+        for msg in ietf_controls(draft) {
+            let mut wire = BytesMut::new();
+            msg.encode(draft, &mut wire)
+                .unwrap_or_else(|err| panic!("{msg:?} on {draft}: {err}"));
+            out.push(("ietf_control", tagged(&wire)));
+        }
+        let stamp = |ts| {
+            Some(ObjectProperties {
+                timestamp: Some(ts),
+                timescale: None,
+            })
+        };
+        let mut subgroup = vec![0u8];
+        let mut wire = BytesMut::new();
+        SubgroupHeader {
+            flags: SubgroupFlags::default(),
+            track_alias: 4,
+            group: 7,
+            subgroup: 0,
+            priority: Some(0x80),
+        }
+        .encode(draft, &mut wire)
+        .unwrap();
+        for (ts, payload) in [(1000, &b"ab"[..]), (1033, b"")] {
+            ObjectHeader {
+                id_delta: 0,
+                properties: stamp(ts),
+                length: payload.len() as u64,
+                status: payload.is_empty().then_some(3),
+            }
+            .encode(draft, &mut wire)
+            .unwrap();
+            wire.extend_from_slice(payload);
+        }
+        subgroup.extend_from_slice(&wire);
+        out.push(("ietf_data", tagged(&subgroup)));
+
+        let mut fetch = vec![1u8];
+        let mut wire = BytesMut::new();
+        fetch_stream::encode_header(6, draft, &mut wire).unwrap();
+        let first = FetchObject {
+            subgroup: fetch_stream::FetchSubgroup::Zero,
+            group: Some(7),
+            object: Some(0),
+            priority: Some(0),
+            properties: stamp(1000),
+            length: 2,
+            status: None,
+        };
+        FetchEntry::Object(first).encode(draft, &mut wire).unwrap();
+        wire.extend_from_slice(b"ab");
+        if draft > Draft::D14 {
+            FetchEntry::EndOfRange {
+                reason: 0x8C,
+                group: 8,
+                object: 0,
+            }
+            .encode(draft, &mut wire)
+            .unwrap();
+        }
+        fetch.extend_from_slice(&wire);
+        out.push(("ietf_data", tagged(&fetch)));
+
+        let mut datagram = vec![2u8];
+        let mut wire = BytesMut::new();
+        ObjectDatagram {
+            track_alias: 4,
+            group: 7,
+            object: None,
+            priority: Some(0x80),
+            end_of_group: true,
+            properties: stamp(1000),
+            body: DatagramBody::Payload(Bytes::from_static(b"ab")),
+        }
+        .encode(draft, &mut wire)
+        .unwrap();
+        datagram.extend_from_slice(&wire);
+        out.push(("ietf_data", tagged(&datagram)));
+    }
+    out
+}
+
+/// One of every control message `draft` defines, with the fields moq-net fills.
+fn ietf_controls(draft: starling_proto::ietf::Draft) -> Vec<starling_proto::ietf::Control> {
+    use starling_proto::ietf::control::defined;
+    use starling_proto::ietf::fetch::{Fetch as IetfFetch, FetchKind, FetchOk};
+    use starling_proto::ietf::fields::GroupOrder;
+    use starling_proto::ietf::filter::{Fill, Filter, Location};
+    use starling_proto::ietf::namespace::{
+        Advertisement, ClusterParams, Namespace, NamespaceDone, PublishNamespace,
+        PublishNamespaceCancel, PublishNamespaceDone, SubscribeNamespace,
+    };
+    use starling_proto::ietf::properties::TrackProperties;
+    use starling_proto::ietf::publish::{Publish, PublishOk};
+    use starling_proto::ietf::reply::{Goaway as IetfGoaway, Refused, RequestError, RequestOk};
+    use starling_proto::ietf::setup::{ClientSetup, ServerSetup, Setup as IetfSetup, SetupOptions};
+    use starling_proto::ietf::subscribe::{
+        PublishDone, RequestUpdate, Subscribe as IetfSubscribe, SubscribeOk,
+    };
+    use starling_proto::ietf::{Control, Draft};
+
+    let path = |s: &str| Path::new(s).unwrap();
+    let d20 = draft >= Draft::D20;
+    let cluster = draft >= Draft::D17;
+    let options = SetupOptions {
+        path: Some(b"/anon".to_vec()),
+        max_request_id: (!cluster).then_some(u32::MAX as u64),
+        implementation: Some(b"moq-lite-rs".to_vec()),
+        hop_id: cluster.then_some(42),
+        solicit: Some(1),
+        hidden: Some(1),
+        ..Default::default()
+    };
+    let subscribe = IetfSubscribe {
+        request_id: 4,
+        namespace: path("bbb"),
+        track: "video".into(),
+        filter: Filter::NextObject,
+        fill: d20.then_some(Fill {
+            filter: Some(Filter::Relative(1)),
+            range_filters: false,
+        }),
+        ..Default::default()
+    };
+    let advert = ClusterParams {
+        hop_path: cluster.then(|| Hops::from_vec(vec![7, 9]).unwrap()),
+        route_cost: cluster.then_some(2),
+    };
+    let fetch_kind = if d20 {
+        FetchKind::Filtered {
+            namespace: path("bbb"),
+            track: "video".into(),
+            filter: Filter::Absolute {
+                start: Location {
+                    group: 7,
+                    object: 0,
+                },
+                end: Some(starling_proto::ietf::EndLocation {
+                    group: 7,
+                    object: None,
+                }),
+            },
+        }
+    } else {
+        FetchKind::RelativeJoining {
+            joining: 4,
+            offset: 0,
+        }
+    };
+    let by_id = if draft <= Draft::D15 {
+        Advertisement::Namespace(path("bbb"))
+    } else {
+        Advertisement::Request(2)
+    };
+    let error = RequestError {
+        request_id: 4,
+        code: 0x10,
+        retry_interval: 0,
+        reason: "not found".into(),
+    };
+    let all = vec![
+        Control::ClientSetup(ClientSetup {
+            versions: if draft == Draft::D14 {
+                vec![draft.code()]
+            } else {
+                vec![]
+            },
+            options: options.clone(),
+        }),
+        Control::ServerSetup(ServerSetup {
+            version: (draft == Draft::D14).then_some(draft.code()),
+            options: options.clone(),
+        }),
+        Control::Setup(IetfSetup { options }),
+        Control::Subscribe(subscribe.clone()),
+        Control::TrackStatus(IetfSubscribe {
+            fill: None,
+            ..subscribe
+        }),
+        Control::SubscribeOk(SubscribeOk {
+            request_id: 4,
+            track_alias: 4,
+            largest: Some(Location {
+                group: 7,
+                object: 1,
+            }),
+            properties: TrackProperties {
+                timescale: Some(1000),
+                priority: Some(128),
+                group_order: Some(GroupOrder::Descending),
+            },
+        }),
+        Control::RequestUpdate(RequestUpdate {
+            request_id: 6,
+            subscription_id: 4,
+            priority: Some(3),
+            forward: Some(true),
+            ..Default::default()
+        }),
+        Control::Unsubscribe(4),
+        Control::PublishDone(PublishDone {
+            request_id: 4,
+            status: 2,
+            stream_count: 3,
+            reason: "track ended".into(),
+        }),
+        Control::RequestOk {
+            answers: Some(Refused::PublishNamespace),
+            ok: RequestOk { request_id: 2 },
+        },
+        Control::RequestOk {
+            answers: Some(Refused::SubscribeNamespace),
+            ok: RequestOk { request_id: 2 },
+        },
+        Control::RequestError {
+            answers: Some(Refused::Fetch),
+            error: error.clone(),
+        },
+        Control::RequestError {
+            answers: Some(Refused::PublishNamespace),
+            error,
+        },
+        Control::PublishNamespace(PublishNamespace {
+            request_id: 2,
+            namespace: path("room/alice"),
+            cluster: advert.clone(),
+        }),
+        Control::PublishNamespaceDone(PublishNamespaceDone {
+            advertisement: by_id.clone(),
+        }),
+        Control::PublishNamespaceCancel(PublishNamespaceCancel {
+            advertisement: by_id,
+            code: 0x20,
+            reason: "loop".into(),
+        }),
+        Control::SubscribeNamespace(SubscribeNamespace {
+            request_id: 2,
+            prefix: Path::empty(),
+            options: 1,
+            hidden: true,
+        }),
+        Control::UnsubscribeNamespace(2),
+        Control::Namespace(Namespace {
+            suffix: path("alice"),
+            cluster: cluster.then_some(advert),
+        }),
+        Control::NamespaceDone(NamespaceDone {
+            suffix: path("alice"),
+        }),
+        Control::Fetch(IetfFetch {
+            request_id: 6,
+            priority: 128,
+            group_order: GroupOrder::Ascending,
+            kind: fetch_kind,
+            range_filters: false,
+            fill_timeout: None,
+        }),
+        Control::FetchOk(FetchOk {
+            request_id: 6,
+            group_order: GroupOrder::Descending,
+            end_of_track: false,
+            end: Location {
+                group: 7,
+                object: 2,
+            },
+            properties: TrackProperties::default(),
+        }),
+        Control::FetchCancel(6),
+        Control::Publish(Publish {
+            request_id: 8,
+            namespace: path("bbb"),
+            track: "video".into(),
+            track_alias: 8,
+            largest: None,
+            forward: true,
+            properties: TrackProperties::default(),
+        }),
+        Control::PublishOk(PublishOk::default()),
+        Control::PublishBlocked {
+            suffix: path("alice"),
+            track: "video".into(),
+        },
+        Control::SubscribeTracks,
+        Control::Goaway(IetfGoaway::default()),
+        Control::MaxRequestId(100),
+        Control::RequestsBlocked(100),
+    ];
+    // Keep the ones this draft defines.
+    all.into_iter()
+        .filter(|msg| {
+            let mut body = Vec::new();
+            msg.encode_body(&mut body, draft)
+                .is_ok_and(|code| defined(code, draft))
+        })
+        .collect()
 }
 
 /// moq-net's default CLIENT_SETUP offer, the SERVER_SETUP choosing lite-02, and a SESSION_INFO.

@@ -3,11 +3,23 @@
 //!
 //! Readers work on a `&mut &[u8]` holding one complete message body, so running out of
 //! bytes there is [`DecodeError::Truncated`]. Writers append to a `Vec<u8>`. Every integer
-//! is written in its version's varint form (QUIC before lite-07, leading-ones from it).
+//! is written in its version's varint form (QUIC before lite-07 and draft 17, leading-ones
+//! from them): the primitives take anything that fixes that form ([`Wire`]), so one reader
+//! and one writer serve moq-lite and the IETF drafts.
 
 use crate::error::{SessionCode, StreamCode};
-use crate::varint;
-use crate::version::Version;
+use crate::varint::{self, Flavor};
+
+/// What fixes a message's varint form: a moq-lite version, an IETF draft, or the form itself.
+pub trait Wire: Copy {
+    fn flavor(self) -> Flavor;
+}
+
+impl Wire for Flavor {
+    fn flavor(self) -> Flavor {
+        self
+    }
+}
 
 /// Why bytes from the wire were refused.
 ///
@@ -131,8 +143,8 @@ impl From<varint::VarintTooLarge> for EncodeError {
 // ---- readers -------------------------------------------------------------------------
 
 /// `(i)`
-pub fn read_varint(r: &mut &[u8], version: Version) -> Result<u64, DecodeError> {
-    varint::decode_as(version.varint(), r)
+pub fn read_varint(r: &mut &[u8], version: impl Wire) -> Result<u64, DecodeError> {
+    varint::decode_as(version.flavor(), r)
 }
 
 /// `(8)`
@@ -152,7 +164,7 @@ pub fn read_bool(r: &mut &[u8]) -> Result<bool, DecodeError> {
 }
 
 /// `(b)`: a varint length then that many bytes, borrowed from the body.
-pub fn read_bytes<'a>(r: &mut &'a [u8], version: Version) -> Result<&'a [u8], DecodeError> {
+pub fn read_bytes<'a>(r: &mut &'a [u8], version: impl Wire) -> Result<&'a [u8], DecodeError> {
     let len = read_varint(r, version)?;
     if len > r.len() as u64 {
         return Err(DecodeError::Truncated);
@@ -163,12 +175,12 @@ pub fn read_bytes<'a>(r: &mut &'a [u8], version: Version) -> Result<&'a [u8], De
 }
 
 /// `(s)`: a `(b)` holding UTF-8.
-pub fn read_str<'a>(r: &mut &'a [u8], version: Version) -> Result<&'a str, DecodeError> {
+pub fn read_str<'a>(r: &mut &'a [u8], version: impl Wire) -> Result<&'a str, DecodeError> {
     std::str::from_utf8(read_bytes(r, version)?).map_err(|_| DecodeError::InvalidUtf8)
 }
 
 /// `OptGroup(i)`: 0 is `None`, `n+1` is `Some(n)`.
-pub fn read_opt(r: &mut &[u8], version: Version) -> Result<Option<u64>, DecodeError> {
+pub fn read_opt(r: &mut &[u8], version: impl Wire) -> Result<Option<u64>, DecodeError> {
     Ok(read_varint(r, version)?.checked_sub(1))
 }
 
@@ -184,8 +196,8 @@ pub fn finish(r: &[u8]) -> Result<(), DecodeError> {
 // ---- writers -------------------------------------------------------------------------
 
 /// `(i)`
-pub fn write_varint(w: &mut Vec<u8>, v: u64, version: Version) -> Result<(), EncodeError> {
-    Ok(varint::encode_as(version.varint(), v, w)?)
+pub fn write_varint(w: &mut Vec<u8>, v: u64, version: impl Wire) -> Result<(), EncodeError> {
+    Ok(varint::encode_as(version.flavor(), v, w)?)
 }
 
 /// `(8)`
@@ -199,19 +211,19 @@ pub fn write_bool(w: &mut Vec<u8>, v: bool) {
 }
 
 /// `(b)`
-pub fn write_bytes(w: &mut Vec<u8>, v: &[u8], version: Version) -> Result<(), EncodeError> {
+pub fn write_bytes(w: &mut Vec<u8>, v: &[u8], version: impl Wire) -> Result<(), EncodeError> {
     write_varint(w, v.len() as u64, version)?;
     w.extend_from_slice(v);
     Ok(())
 }
 
 /// `(s)`
-pub fn write_str(w: &mut Vec<u8>, v: &str, version: Version) -> Result<(), EncodeError> {
+pub fn write_str(w: &mut Vec<u8>, v: &str, version: impl Wire) -> Result<(), EncodeError> {
     write_bytes(w, v.as_bytes(), version)
 }
 
 /// `OptGroup(i)`: `None` is 0, `Some(n)` is `n+1` (so `n` must be below 2^62 - 1).
-pub fn write_opt(w: &mut Vec<u8>, v: Option<u64>, version: Version) -> Result<(), EncodeError> {
+pub fn write_opt(w: &mut Vec<u8>, v: Option<u64>, version: impl Wire) -> Result<(), EncodeError> {
     match v {
         None => write_varint(w, 0, version),
         Some(n) => write_varint(
@@ -225,6 +237,7 @@ pub fn write_opt(w: &mut Vec<u8>, v: Option<u64>, version: Version) -> Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::version::Version;
 
     #[test]
     fn primitives() {

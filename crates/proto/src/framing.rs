@@ -41,14 +41,34 @@ pub trait TypedMessage: Sized {
     fn decode_typed_body(kind: u64, r: &mut &[u8], version: Version) -> Result<Self, DecodeError>;
 }
 
-/// Locate `Len(i) | body` at `buf[at..]`: `Ok(None)` if incomplete, else the body range.
+/// How a message family writes its length prefix: moq-lite a varint, the IETF drafts two
+/// raw bytes. The one framing below serves both.
+pub trait Framing: crate::coding::Wire {
+    /// The length at the front of `buf` and the bytes it takes; `None` if incomplete.
+    fn peek_len(self, buf: &[u8]) -> Result<Option<(u64, usize)>, DecodeError>;
+
+    /// Append `len`.
+    fn write_len(self, len: usize, out: &mut BytesMut) -> Result<(), EncodeError>;
+}
+
+impl Framing for Version {
+    fn peek_len(self, buf: &[u8]) -> Result<Option<(u64, usize)>, DecodeError> {
+        varint::peek_as(self.varint(), buf)
+    }
+
+    fn write_len(self, len: usize, out: &mut BytesMut) -> Result<(), EncodeError> {
+        Ok(varint::encode_as(self.varint(), len as u64, out)?)
+    }
+}
+
+/// Locate `Len | body` at `buf[at..]`: `Ok(None)` if incomplete, else the body range.
 fn locate(
     buf: &[u8],
     at: usize,
     max: usize,
-    version: Version,
+    framing: impl Framing,
 ) -> Result<Option<(usize, usize)>, DecodeError> {
-    let Some((len, n)) = varint::peek_as(version.varint(), &buf[at..])? else {
+    let Some((len, n)) = framing.peek_len(&buf[at..])? else {
         return Ok(None);
     };
     if len > max as u64 {
@@ -63,6 +83,42 @@ fn locate(
         return Ok(None);
     }
     Ok(Some((start, end)))
+}
+
+/// Find a whole `Type(i) | Len | body` at the front of `buf`: the type (vetted by `check`
+/// as soon as it has arrived, before the body is buffered), the body's range and the bytes
+/// the message takes; `Ok(None)` until all of it is there.
+pub fn peek_frame<F: Framing>(
+    buf: &[u8],
+    framing: F,
+    max: usize,
+    check: impl FnOnce(u64) -> Result<(), DecodeError>,
+) -> Result<Option<(u64, std::ops::Range<usize>)>, DecodeError> {
+    let Some((kind, n)) = varint::peek_as(framing.flavor(), buf)? else {
+        return Ok(None);
+    };
+    check(kind)?;
+    Ok(locate(buf, n, max, framing)?.map(|(start, end)| (kind, start..end)))
+}
+
+/// Append `Type(i) | Len | body`, refusing a body over `max`.
+pub fn write_frame<F: Framing>(
+    kind: u64,
+    body: &[u8],
+    framing: F,
+    max: usize,
+    out: &mut BytesMut,
+) -> Result<(), EncodeError> {
+    if body.len() > max {
+        return Err(EncodeError::TooLarge {
+            len: body.len() as u64,
+            max: max as u64,
+        });
+    }
+    varint::encode_as(framing.flavor(), kind, out)?;
+    framing.write_len(body.len(), out)?;
+    out.extend_from_slice(body);
+    Ok(())
 }
 
 /// Look for a whole `Len(i) | body` message at the front of `buf` without consuming.
@@ -141,14 +197,14 @@ pub fn peek_typed<M: TypedMessage>(
     version: Version,
     max: usize,
 ) -> Result<Option<(M, usize)>, DecodeError> {
-    let Some((kind, n)) = varint::peek_as(version.varint(), buf)? else {
+    let Some((kind, body)) = peek_frame(buf, version, max.min(M::MAX_SIZE), |kind| {
+        M::check_type(kind, version)
+    })?
+    else {
         return Ok(None);
     };
-    M::check_type(kind, version)?;
-    let Some((start, end)) = locate(buf, n, max.min(M::MAX_SIZE), version)? else {
-        return Ok(None);
-    };
-    let mut body = &buf[start..end];
+    let end = body.end;
+    let mut body = &buf[body];
     let msg = M::decode_typed_body(kind, &mut body, version)?;
     finish(body)?;
     Ok(Some((msg, end)))
@@ -194,14 +250,5 @@ pub fn encode_typed<M: TypedMessage>(
 ) -> Result<(), EncodeError> {
     let mut body = Vec::new();
     let kind = msg.encode_typed_body(&mut body, version)?;
-    if body.len() > M::MAX_SIZE {
-        return Err(EncodeError::TooLarge {
-            len: body.len() as u64,
-            max: M::MAX_SIZE as u64,
-        });
-    }
-    varint::encode_as(version.varint(), kind, out)?;
-    varint::encode_as(version.varint(), body.len() as u64, out)?;
-    out.extend_from_slice(&body);
-    Ok(())
+    write_frame(kind, &body, version, M::MAX_SIZE, out)
 }

@@ -33,6 +33,7 @@ pub mod framing;
 pub mod goaway;
 pub mod group;
 pub mod hops;
+pub mod ietf;
 pub mod legacy;
 pub mod limits;
 pub mod path;

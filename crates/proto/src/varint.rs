@@ -83,15 +83,19 @@ pub fn decode(r: &mut &[u8]) -> Result<u64, DecodeError> {
 pub enum Flavor {
     /// RFC 9000 §16: a 2-bit length tag.
     Quic,
-    /// The MoQT draft-17 form: the length in leading one bits.
+    /// The length in leading one bits (MoQT draft 18 on, moq-lite-07).
     LeadingOnes,
+    /// Draft 17's leading-ones form, which reserves the 7-byte prefix `1111110x`: a value
+    /// starting with it is refused. Written exactly as [`Flavor::LeadingOnes`] (the encoder
+    /// never emits the 7-byte form).
+    LeadingOnesDraft17,
 }
 
 /// Bytes the minimal `flavor` encoding of `v` takes.
 pub fn encoded_len_as(flavor: Flavor, v: u64) -> Result<usize, VarintTooLarge> {
     match flavor {
         Flavor::Quic => encoded_len(v),
-        Flavor::LeadingOnes => match v {
+        Flavor::LeadingOnes | Flavor::LeadingOnesDraft17 => match v {
             _ if v > MAX => Err(VarintTooLarge(v)),
             _ if v < 1 << 7 => Ok(1),
             _ if v < 1 << 14 => Ok(2),
@@ -149,6 +153,11 @@ pub fn peek_as(flavor: Flavor, buf: &[u8]) -> Result<Option<(u64, usize)>, Decod
         return Ok(None);
     };
     let ones = first.leading_ones() as usize;
+    if ones == 6 && flavor == Flavor::LeadingOnesDraft17 {
+        return Err(DecodeError::InvalidValue(
+            "the 7-byte varint form on draft 17",
+        ));
+    }
     let len = ones + 1;
     let Some(bytes) = buf.get(..len) else {
         return Ok(None);
@@ -294,6 +303,16 @@ mod tests {
             peek_as(Flavor::LeadingOnes, &hex("fd 0000 0000 0001")),
             Ok(Some(((1 << 48) | 1, 7)))
         );
+        // Draft 17 reserves it: refused as soon as its first byte is seen.
+        assert!(peek_as(Flavor::LeadingOnesDraft17, &hex("fd 0000 0000 0001")).is_err());
+        assert!(peek_as(Flavor::LeadingOnesDraft17, &hex("fc")).is_err());
+        assert_eq!(
+            peek_as(Flavor::LeadingOnesDraft17, &hex("fe00 1a2b 3c4d 5e6f")),
+            Ok(Some((0x1A2B_3C4D_5E6F, 8)))
+        );
+        let mut draft17 = Vec::new();
+        encode_as(Flavor::LeadingOnesDraft17, 1 << 50, &mut draft17).unwrap();
+        assert_eq!(draft17, lo(1 << 50));
         // Non-minimal forms decode.
         assert_eq!(peek_as(Flavor::LeadingOnes, &hex("8005")), Ok(Some((5, 2))));
         // Past 2^62 - 1: refused, never truncated.

@@ -278,6 +278,12 @@ impl Version {
     }
 }
 
+impl crate::coding::Wire for Version {
+    fn flavor(self) -> crate::varint::Flavor {
+        self.varint()
+    }
+}
+
 impl fmt::Display for Version {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
