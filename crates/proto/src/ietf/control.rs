@@ -118,25 +118,25 @@ pub mod kind {
 /// Whether `draft` defines message type `code`.
 pub fn defined(code: u64, draft: Draft) -> bool {
     use kind::*;
-    let d14 = draft == Draft::D14;
+    let d14 = draft.has_inline_fields();
     let control_stream = draft.has_control_stream();
     match code {
         REQUEST_UPDATE | SUBSCRIBE | SUBSCRIBE_OK | REQUEST_ERROR | PUBLISH_NAMESPACE
         | REQUEST_OK | PUBLISH_DONE | TRACK_STATUS | GOAWAY | FETCH | FETCH_OK | PUBLISH
         | PUBLISH_OK => true,
-        NAMESPACE => d14 || draft >= Draft::D16,
+        NAMESPACE => d14 || draft.has_namespace_messages(),
         PUBLISH_NAMESPACE_DONE
         | UNSUBSCRIBE
         | PUBLISH_NAMESPACE_CANCEL
         | MAX_REQUEST_ID
         | FETCH_CANCEL
         | REQUESTS_BLOCKED => control_stream,
-        NAMESPACE_DONE => draft >= Draft::D16,
-        PUBLISH_BLOCKED => d14 || draft == Draft::D17,
-        SUBSCRIBE_NAMESPACE_OLD => draft <= Draft::D17,
+        NAMESPACE_DONE => draft.has_namespace_messages(),
+        PUBLISH_BLOCKED => d14 || draft.has_publish_blocked(),
+        SUBSCRIBE_NAMESPACE_OLD => !draft.has_first_object_bit(),
         SUBSCRIBE_NAMESPACE_OK | SUBSCRIBE_NAMESPACE_ERROR | FETCH_ERROR | PUBLISH_ERROR => d14,
-        UNSUBSCRIBE_NAMESPACE => draft <= Draft::D15,
-        SUBSCRIBE_NAMESPACE | SUBSCRIBE_TRACKS => draft >= Draft::D18,
+        UNSUBSCRIBE_NAMESPACE => draft.has_unsubscribe_namespace(),
+        SUBSCRIBE_NAMESPACE | SUBSCRIBE_TRACKS => draft.has_first_object_bit(),
         CLIENT_SETUP | SERVER_SETUP => control_stream,
         SETUP => !control_stream,
         _ => false,
@@ -168,7 +168,7 @@ impl Control {
     pub fn decode_body(code: u64, r: &mut &[u8], draft: Draft) -> Result<Control, DecodeError> {
         use kind::*;
         check(code, draft)?;
-        let d14 = draft == Draft::D14;
+        let d14 = draft.has_inline_fields();
         let refused = |answers, r: &mut &[u8]| -> Result<Control, DecodeError> {
             Ok(Control::RequestError {
                 answers: Some(answers),
@@ -291,7 +291,9 @@ impl Control {
                 write_varint(w, *id, draft).map(|()| UNSUBSCRIBE_NAMESPACE)?
             }
             // 0x08 is PUBLISH_NAMESPACE_ERROR on 14.
-            Control::Namespace(_) if draft < Draft::D16 => return Err(EncodeError::Unsupported),
+            Control::Namespace(_) if !draft.has_namespace_messages() => {
+                return Err(EncodeError::Unsupported)
+            }
             Control::Namespace(m) => m.encode_body(w, draft).map(|()| NAMESPACE)?,
             Control::NamespaceDone(m) => m.encode_body(w, draft).map(|()| NAMESPACE_DONE)?,
             Control::Fetch(m) => m.encode_body(w, draft).map(|()| FETCH)?,
@@ -300,7 +302,7 @@ impl Control {
             Control::Publish(m) => m.encode_body(w, draft).map(|()| PUBLISH)?,
             Control::PublishOk(m) => m.encode_body(w, draft).map(|()| PUBLISH_OK)?,
             // 0x0F is TRACK_STATUS_ERROR on 14.
-            Control::PublishBlocked { .. } if draft != Draft::D17 => {
+            Control::PublishBlocked { .. } if !draft.has_publish_blocked() => {
                 return Err(EncodeError::Unsupported)
             }
             Control::PublishBlocked { suffix, track } => {

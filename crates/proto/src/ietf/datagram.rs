@@ -40,13 +40,14 @@ pub struct ObjectDatagram {
     /// `None` is the track's default.
     pub priority: Option<u8>,
     pub end_of_group: bool,
-    /// Never an empty block; from 17 only with a Normal status.
+    /// Never an empty block; from 17 only with a Normal status. A block holding only
+    /// properties Starling does not read decodes as `None`.
     pub properties: Option<ObjectProperties>,
     pub body: DatagramBody,
 }
 
 fn valid(kind: u64, draft: Draft) -> bool {
-    if draft == Draft::D14 {
+    if draft.has_inline_fields() {
         kind <= 0x07 || kind == 0x20 || kind == 0x21
     } else {
         kind & !bit::ALL == 0 && !(kind & bit::STATUS != 0 && kind & bit::END_OF_GROUP != 0)
@@ -78,13 +79,14 @@ impl ObjectDatagram {
             if block.is_empty() {
                 return Err(DecodeError::InvalidValue("an empty property block"));
             }
-            Some(ObjectProperties::decode(block, draft)?)
+            // Properties none of which Starling reads are dropped, block and all.
+            Some(ObjectProperties::decode(block, draft)?).filter(|p| !p.is_empty())
         } else {
             None
         };
         let body = if kind & bit::STATUS != 0 {
             let status = read_varint(r, draft)?;
-            if draft >= Draft::D17 && status != 0 && properties.is_some() {
+            if draft.has_typed_parameters() && status != 0 && properties.is_some() {
                 return Err(DecodeError::InvalidValue("properties on a status object"));
             }
             crate::coding::finish(r)?;
@@ -141,7 +143,7 @@ impl ObjectDatagram {
         }
         match &self.body {
             DatagramBody::Status(status) => {
-                if draft >= Draft::D17 && *status != 0 && self.properties.is_some() {
+                if draft.has_typed_parameters() && *status != 0 && self.properties.is_some() {
                     return Err(EncodeError::InvalidValue("properties on a status object"));
                 }
                 varint::encode_as(flavor, *status, out)?;

@@ -115,7 +115,7 @@ impl Fetch {
 
     pub fn decode_body(r: &mut &[u8], draft: Draft) -> Result<Self, DecodeError> {
         let request_id = read_request_id(r, draft)?;
-        if draft == Draft::D14 {
+        if draft.has_inline_fields() {
             let priority = read_u8(r)?;
             let group_order = GroupOrder::read(r)?;
             let kind = Self::decode_kind(r, draft)?;
@@ -129,7 +129,7 @@ impl Fetch {
                 fill_timeout: None,
             });
         }
-        let mut kind = if draft >= Draft::D20 {
+        let mut kind = if draft.has_fill() {
             FetchKind::Filtered {
                 namespace: read_namespace(r, draft)?,
                 track: read_name(r, draft)?,
@@ -155,22 +155,22 @@ impl Fetch {
                 key::AUTHORIZATION_TOKEN => {
                     params.bytes(k, r)?;
                 }
-                key::FILL_TIMEOUT if draft >= Draft::D18 => {
+                key::FILL_TIMEOUT if draft.has_first_object_bit() => {
                     msg.fill_timeout = Some(params.varint(k, r)?)
                 }
                 key::SUBSCRIBER_PRIORITY => msg.priority = params.byte(k, r)?,
-                key::LOCATION_FILTER if draft >= Draft::D20 => {
+                key::LOCATION_FILTER if draft.has_fill() => {
                     let filter = params.filter(k, r)?;
                     if let FetchKind::Filtered { filter: slot, .. } = &mut kind {
                         *slot = filter;
                     }
                 }
                 key::GROUP_ORDER => msg.group_order = GroupOrder::from_param(params.byte(k, r)?),
-                key::SUBGROUP_FILTER..=key::OBJECT_PROPERTY_FILTER if draft >= Draft::D19 => {
+                key::SUBGROUP_FILTER..=key::OBJECT_PROPERTY_FILTER if draft.has_range_filters() => {
                     params.bytes(k, r)?;
                     msg.range_filters = true;
                 }
-                key::INCLUDE_PROPERTIES if draft >= Draft::D20 => {
+                key::INCLUDE_PROPERTIES if draft.has_fill() => {
                     params.flag(k, r)?;
                 }
                 _ => params.unknown(k, r)?,
@@ -182,14 +182,14 @@ impl Fetch {
 
     pub fn encode_body(&self, w: &mut Vec<u8>, draft: Draft) -> Result<(), EncodeError> {
         write_request_id(w, self.request_id, draft)?;
-        if draft == Draft::D14 {
+        if draft.has_inline_fields() {
             write_u8(w, self.priority);
             self.group_order.write(w);
             Self::encode_kind(&self.kind, w, draft)?;
             return write_varint(w, 0, draft);
         }
         let mut params = ParamWriter::new(draft);
-        match (&self.kind, draft >= Draft::D20) {
+        match (&self.kind, draft.has_fill()) {
             (
                 FetchKind::Filtered {
                     namespace,
@@ -215,10 +215,10 @@ impl Fetch {
         if self.group_order != GroupOrder::Any {
             params.byte(key::GROUP_ORDER, self.group_order.code())?;
         }
-        if let Some(timeout) = self.fill_timeout.filter(|_| draft >= Draft::D18) {
+        if let Some(timeout) = self.fill_timeout.filter(|_| draft.has_first_object_bit()) {
             params.varint(key::FILL_TIMEOUT, timeout)?;
         }
-        if self.range_filters && draft >= Draft::D19 {
+        if self.range_filters && draft.has_range_filters() {
             params.bytes(key::SUBGROUP_FILTER, &[])?;
         }
         params.finish(w)
@@ -241,7 +241,7 @@ pub struct FetchOk {
 impl FetchOk {
     pub fn decode_body(r: &mut &[u8], draft: Draft) -> Result<Self, DecodeError> {
         let request_id = read_reply_id(r, draft)?;
-        if draft == Draft::D14 {
+        if draft.has_inline_fields() {
             let group_order = GroupOrder::read(r)?;
             let end_of_track = read_bool(r)?;
             let end = Location::decode(r, draft)?;
@@ -275,7 +275,7 @@ impl FetchOk {
 
     pub fn encode_body(&self, w: &mut Vec<u8>, draft: Draft) -> Result<(), EncodeError> {
         write_reply_id(w, self.request_id, draft)?;
-        if draft == Draft::D14 {
+        if draft.has_inline_fields() {
             self.group_order.write(w);
             write_bool(w, self.end_of_track);
             self.end.encode(w, draft)?;

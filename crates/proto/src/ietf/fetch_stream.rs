@@ -97,7 +97,7 @@ impl FetchEntry {
     ) -> Result<Option<(FetchEntry, usize)>, DecodeError> {
         let mut c = Cursor::new(buf, draft);
         complete((|| {
-            let entry = if draft == Draft::D14 {
+            let entry = if draft.has_inline_fields() {
                 let group = c.varint()?;
                 let subgroup = FetchSubgroup::Explicit(c.varint()?);
                 let object = c.varint()?;
@@ -176,7 +176,7 @@ impl FetchEntry {
                 }
                 .into());
             }
-            if object.length == 0 && draft <= Draft::D15 {
+            if object.length == 0 && draft.has_fetch_object_status() {
                 object.status = Some(c.varint()?);
             }
             Ok((FetchEntry::Object(object), c.at))
@@ -192,7 +192,7 @@ impl FetchEntry {
                 group,
                 object,
             } => {
-                if draft == Draft::D14 || !flag::END_OF_RANGE.contains(reason) {
+                if draft.has_inline_fields() || !flag::END_OF_RANGE.contains(reason) {
                     return Err(EncodeError::InvalidValue("end of range"));
                 }
                 put(*reason, out)?;
@@ -211,7 +211,7 @@ impl FetchEntry {
             }
             None => None,
         };
-        if draft == Draft::D14 {
+        if draft.has_inline_fields() {
             let subgroup = match object.subgroup {
                 FetchSubgroup::Zero => 0,
                 FetchSubgroup::Explicit(subgroup) => subgroup,
@@ -269,7 +269,7 @@ impl FetchEntry {
             }
         }
         put(object.length, out)?;
-        if object.length == 0 && draft <= Draft::D15 {
+        if object.length == 0 && draft.has_fetch_object_status() {
             put(object.status.unwrap_or(0), out)?;
         } else if object.status.is_some() {
             return Err(EncodeError::InvalidValue("a status on this object"));

@@ -78,7 +78,7 @@ fn split(path: &str) -> Vec<String> {
 /// read and dropped (moq-net writes 0 and ignores it).
 pub fn read_request_id(r: &mut &[u8], draft: Draft) -> Result<u64, DecodeError> {
     let id = read_varint(r, draft)?;
-    if draft == Draft::D17 {
+    if draft.has_request_id_delta() {
         read_varint(r, draft)?;
     }
     Ok(id)
@@ -86,7 +86,7 @@ pub fn read_request_id(r: &mut &[u8], draft: Draft) -> Result<u64, DecodeError> 
 
 pub fn write_request_id(w: &mut Vec<u8>, id: u64, draft: Draft) -> Result<(), EncodeError> {
     write_varint(w, id, draft)?;
-    if draft == Draft::D17 {
+    if draft.has_request_id_delta() {
         write_varint(w, 0, draft)?;
     }
     Ok(())

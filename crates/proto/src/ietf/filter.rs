@@ -7,6 +7,7 @@
 
 use crate::coding::{read_bytes, read_varint, write_bytes, write_varint, DecodeError, EncodeError};
 
+use super::draft::FilterForm;
 use super::Draft;
 
 /// A group and an object in it.
@@ -277,10 +278,10 @@ impl Filter {
     /// The LOCATION_FILTER parameter's value (drafts 15 on): a `(b)` holding the tag form
     /// (15-19) or the field list (20, 21); draft 22's typed form with no length.
     pub fn decode_param(r: &mut &[u8], draft: Draft) -> Result<Self, DecodeError> {
-        match draft {
-            Draft::D22 => Self::decode_typed(r, draft),
-            Draft::D20 | Draft::D21 => Self::decode_fields(read_bytes(r, draft)?, draft),
-            _ => {
+        match draft.filter_form() {
+            FilterForm::Typed => Self::decode_typed(r, draft),
+            FilterForm::Fields => Self::decode_fields(read_bytes(r, draft)?, draft),
+            FilterForm::Tagged => {
                 let mut inner = read_bytes(r, draft)?;
                 let filter = Self::decode_tagged(&mut inner, draft)?;
                 crate::coding::finish(inner)?;
@@ -291,10 +292,10 @@ impl Filter {
 
     pub fn encode_param(&self, w: &mut Vec<u8>, draft: Draft) -> Result<(), EncodeError> {
         let mut inner = Vec::new();
-        match draft {
-            Draft::D22 => return self.encode_typed(w, draft),
-            Draft::D20 | Draft::D21 => self.encode_fields(&mut inner, draft)?,
-            _ => self.encode_tagged(&mut inner, draft)?,
+        match draft.filter_form() {
+            FilterForm::Typed => return self.encode_typed(w, draft),
+            FilterForm::Fields => self.encode_fields(&mut inner, draft)?,
+            FilterForm::Tagged => self.encode_tagged(&mut inner, draft)?,
         }
         write_bytes(w, &inner, draft)
     }

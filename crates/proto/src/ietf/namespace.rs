@@ -57,10 +57,10 @@ impl PublishNamespace {
                 key::AUTHORIZATION_TOKEN => {
                     params.bytes(k, r)?;
                 }
-                key::HOP_PATH if draft >= Draft::D17 => {
+                key::HOP_PATH if draft.has_cluster() => {
                     cluster.hop_path = Some(read_hop_path(params.bytes(k, r)?, draft)?)
                 }
-                key::ROUTE_COST if draft >= Draft::D17 => {
+                key::ROUTE_COST if draft.has_cluster() => {
                     cluster.route_cost = Some(params.varint(k, r)?)
                 }
                 _ => params.unknown(k, r)?,
@@ -77,7 +77,7 @@ impl PublishNamespace {
         write_request_id(w, self.request_id, draft)?;
         write_namespace(w, &self.namespace, draft)?;
         let mut params = ParamWriter::new(draft);
-        if draft >= Draft::D17 {
+        if draft.has_cluster() {
             self.cluster.write(&mut params, draft)?;
         }
         params.finish(w)
@@ -95,19 +95,22 @@ pub enum Advertisement {
 
 impl Advertisement {
     fn decode(r: &mut &[u8], draft: Draft) -> Result<Self, DecodeError> {
-        match draft {
-            Draft::D14 | Draft::D15 => Ok(Advertisement::Namespace(read_namespace(r, draft)?)),
-            Draft::D16 => Ok(Advertisement::Request(read_varint(r, draft)?)),
-            _ => Err(DecodeError::UnknownType(0x09)),
+        if !draft.has_control_stream() {
+            Err(DecodeError::UnknownType(0x09))
+        } else if draft.has_namespace_messages() {
+            Ok(Advertisement::Request(read_varint(r, draft)?))
+        } else {
+            Ok(Advertisement::Namespace(read_namespace(r, draft)?))
         }
     }
 
     fn encode(&self, w: &mut Vec<u8>, draft: Draft) -> Result<(), EncodeError> {
-        match (self, draft) {
-            (Advertisement::Namespace(path), Draft::D14 | Draft::D15) => {
-                write_namespace(w, path, draft)
-            }
-            (Advertisement::Request(id), Draft::D16) => write_varint(w, *id, draft),
+        if !draft.has_control_stream() {
+            return Err(EncodeError::Unsupported);
+        }
+        match (self, draft.has_namespace_messages()) {
+            (Advertisement::Namespace(path), false) => write_namespace(w, path, draft),
+            (Advertisement::Request(id), true) => write_varint(w, *id, draft),
             _ => Err(EncodeError::Unsupported),
         }
     }
@@ -170,7 +173,7 @@ pub struct SubscribeNamespace {
 impl SubscribeNamespace {
     /// The type code on `draft`.
     pub fn kind(draft: Draft) -> u64 {
-        if draft >= Draft::D18 {
+        if draft.has_first_object_bit() {
             0x50
         } else {
             0x11
@@ -180,9 +183,10 @@ impl SubscribeNamespace {
     pub fn decode_body(r: &mut &[u8], draft: Draft) -> Result<Self, DecodeError> {
         let request_id = read_request_id(r, draft)?;
         let prefix = read_namespace(r, draft)?;
-        let options = match draft {
-            Draft::D16 | Draft::D17 => read_varint(r, draft)?,
-            _ => 1,
+        let options = if draft.has_subscribe_options() {
+            read_varint(r, draft)?
+        } else {
+            1
         };
         let mut hidden = None;
         let mut params = ParamReader::new(r, draft)?;
@@ -191,7 +195,7 @@ impl SubscribeNamespace {
                 key::AUTHORIZATION_TOKEN => {
                     params.bytes(k, r)?;
                 }
-                key::FORWARD if (Draft::D15..=Draft::D17).contains(&draft) => {
+                key::FORWARD if !draft.has_inline_fields() && !draft.has_first_object_bit() => {
                     params.flag(k, r)?;
                 }
                 key::HIDDEN => hidden = Some(params.varint(k, r)?),
@@ -214,7 +218,7 @@ impl SubscribeNamespace {
     pub fn encode_body(&self, w: &mut Vec<u8>, draft: Draft) -> Result<(), EncodeError> {
         write_request_id(w, self.request_id, draft)?;
         write_namespace(w, &self.prefix, draft)?;
-        if matches!(draft, Draft::D16 | Draft::D17) {
+        if draft.has_subscribe_options() {
             write_varint(w, self.options, draft)?;
         }
         let mut params = ParamWriter::new(draft);
@@ -247,10 +251,10 @@ impl Namespace {
         let mut params = ParamReader::new(r, draft)?;
         while let Some(k) = params.key(r)? {
             match k {
-                key::HOP_PATH if draft >= Draft::D17 => {
+                key::HOP_PATH if draft.has_cluster() => {
                     cluster.hop_path = Some(read_hop_path(params.bytes(k, r)?, draft)?)
                 }
-                key::ROUTE_COST if draft >= Draft::D17 => {
+                key::ROUTE_COST if draft.has_cluster() => {
                     cluster.route_cost = Some(params.varint(k, r)?)
                 }
                 _ => params.unknown(k, r)?,

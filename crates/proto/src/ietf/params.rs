@@ -88,7 +88,7 @@ impl ParamReader {
         }
         self.remaining -= 1;
         let raw = read_varint(r, self.draft)?;
-        let key = if self.draft >= Draft::D16 && self.read > 0 {
+        let key = if self.draft.has_delta_keys() && self.read > 0 {
             self.prev
                 .checked_add(raw)
                 .ok_or(DecodeError::BoundsExceeded("parameter key"))?
@@ -114,7 +114,7 @@ impl ParamReader {
     /// A key this message does not take on this draft: stepped over by its parity on 14 and
     /// 15, refused from 16.
     pub fn unknown(&mut self, key: u64, r: &mut &[u8]) -> Result<(), DecodeError> {
-        if self.draft >= Draft::D16 {
+        if !self.draft.skips_unknown_parameters() {
             return Err(DecodeError::InvalidValue("unknown parameter"));
         }
         if key.is_multiple_of(2) {
@@ -136,7 +136,7 @@ impl ParamReader {
     /// A `u8` value: a varint on 14-16, one raw byte from 17.
     pub fn byte(&mut self, key: u64, r: &mut &[u8]) -> Result<u8, DecodeError> {
         self.known(key)?;
-        if self.draft <= Draft::D16 {
+        if !self.draft.has_typed_parameters() {
             u8::try_from(read_varint(r, self.draft)?)
                 .map_err(|_| DecodeError::InvalidValue("u8 parameter"))
         } else {
@@ -168,7 +168,7 @@ impl ParamReader {
     /// A Location: a `(b)` holding two varints on 14-16, two bare varints from 17.
     pub fn location(&mut self, key: u64, r: &mut &[u8]) -> Result<Location, DecodeError> {
         self.known(key)?;
-        if self.draft <= Draft::D16 {
+        if !self.draft.has_typed_parameters() {
             let mut inner = read_bytes(r, self.draft)?;
             let location = Location::decode(&mut inner, self.draft)?;
             crate::coding::finish(inner)?;
@@ -221,7 +221,7 @@ impl ParamWriter {
 
     pub fn byte(&mut self, key: u64, v: u8) -> Result<(), EncodeError> {
         self.value(key, |w, d| {
-            if d <= Draft::D16 {
+            if !d.has_typed_parameters() {
                 write_varint(w, u64::from(v), d)
             } else {
                 w.push(v);
@@ -245,7 +245,7 @@ impl ParamWriter {
 
     pub fn location(&mut self, key: u64, v: Location) -> Result<(), EncodeError> {
         self.value(key, |w, d| {
-            if d <= Draft::D16 {
+            if !d.has_typed_parameters() {
                 let mut inner = Vec::new();
                 v.encode(&mut inner, d)?;
                 write_bytes(w, &inner, d)
@@ -272,7 +272,7 @@ impl ParamWriter {
         write_varint(w, self.pairs.len() as u64, self.draft)?;
         let mut prev = 0;
         for (i, (key, value)) in self.pairs.iter().enumerate() {
-            let written = if self.draft >= Draft::D16 && i > 0 {
+            let written = if self.draft.has_delta_keys() && i > 0 {
                 key - prev
             } else {
                 *key

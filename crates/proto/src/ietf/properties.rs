@@ -40,7 +40,7 @@ impl TrackProperties {
     /// Read the rest of the message as the block (nothing on 14 and 15).
     pub fn decode(r: &mut &[u8], draft: Draft) -> Result<Self, DecodeError> {
         let mut properties = TrackProperties::default();
-        if draft <= Draft::D15 {
+        if !draft.reads_track_properties() {
             return Ok(properties);
         }
         let mut reader = PairReader::new(r, draft, Keys::Delta, Extent::ToEnd)?;
@@ -68,7 +68,7 @@ impl TrackProperties {
 
     /// Append the block (nothing before draft 17), which must end the message.
     pub fn encode(&self, w: &mut Vec<u8>, draft: Draft) -> Result<(), EncodeError> {
-        if draft <= Draft::D16 {
+        if !draft.writes_track_properties() {
             return Ok(());
         }
         let mut writer = PairWriter::new(draft);
@@ -99,7 +99,7 @@ pub struct ObjectProperties {
 
 impl ObjectProperties {
     fn keys(draft: Draft) -> Keys {
-        if draft <= Draft::D15 {
+        if !draft.has_delta_keys() {
             Keys::Absolute
         } else {
             Keys::Delta

@@ -41,7 +41,7 @@ impl Publish {
             forward: true,
             properties: TrackProperties::default(),
         };
-        if draft == Draft::D14 {
+        if draft.has_inline_fields() {
             let order = match GroupOrder::read(r)? {
                 GroupOrder::Any => GroupOrder::Descending,
                 order => order,
@@ -54,12 +54,14 @@ impl Publish {
             skip_params(r, draft)?;
             return Ok(msg);
         }
-        let subscription = draft >= Draft::D20;
+        let subscription = draft.has_fill();
         let mut group_order = None;
         let mut params = ParamReader::new(r, draft)?;
         while let Some(k) = params.key(r)? {
             match k {
-                key::DELIVERY_TIMEOUT if draft == Draft::D15 || subscription => {
+                key::DELIVERY_TIMEOUT
+                    if draft.has_group_order_parameter_in_replies() || subscription =>
+                {
                     params.varint(k, r)?;
                 }
                 key::AUTHORIZATION_TOKEN => {
@@ -93,7 +95,7 @@ impl Publish {
         write_namespace(w, &self.namespace, draft)?;
         write_name(w, &self.track, draft)?;
         write_varint(w, self.track_alias, draft)?;
-        if draft == Draft::D14 {
+        if draft.has_inline_fields() {
             self.properties
                 .group_order
                 .unwrap_or(GroupOrder::Ascending)
@@ -110,7 +112,10 @@ impl Publish {
             params.location(key::LARGEST_OBJECT, largest)?;
         }
         params.flag(key::FORWARD, self.forward)?;
-        if let (Draft::D15, Some(order)) = (draft, self.properties.group_order) {
+        if let (true, Some(order)) = (
+            draft.has_group_order_parameter_in_replies(),
+            self.properties.group_order,
+        ) {
             params.byte(key::GROUP_ORDER, order.code())?;
         }
         params.finish(w)?;
@@ -148,7 +153,7 @@ impl PublishOk {
             request_id: read_reply_id(r, draft)?,
             ..Default::default()
         };
-        if draft == Draft::D14 {
+        if draft.has_inline_fields() {
             msg.forward = read_bool(r)?;
             msg.priority = read_u8(r)?;
             msg.group_order = GroupOrder::read(r)?;
@@ -174,7 +179,7 @@ impl PublishOk {
 
     pub fn encode_body(&self, w: &mut Vec<u8>, draft: Draft) -> Result<(), EncodeError> {
         write_reply_id(w, self.request_id, draft)?;
-        if draft == Draft::D14 {
+        if draft.has_inline_fields() {
             write_bool(w, self.forward);
             write_u8(w, self.priority);
             self.group_order.write(w);
@@ -182,7 +187,7 @@ impl PublishOk {
             return write_varint(w, 0, draft);
         }
         let mut params = ParamWriter::new(draft);
-        if draft < Draft::D20 {
+        if !draft.has_fill() {
             params.flag(key::FORWARD, self.forward)?;
             params.byte(key::SUBSCRIBER_PRIORITY, self.priority)?;
             if self.filter != Filter::Unfiltered {

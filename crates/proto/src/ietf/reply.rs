@@ -20,7 +20,7 @@ pub struct RequestOk {
 impl RequestOk {
     pub fn decode_body(r: &mut &[u8], draft: Draft) -> Result<Self, DecodeError> {
         let request_id = read_reply_id(r, draft)?;
-        if draft > Draft::D14 {
+        if !draft.has_inline_fields() {
             let mut params = ParamReader::new(r, draft)?;
             while let Some(k) = params.key(r)? {
                 match k {
@@ -36,7 +36,7 @@ impl RequestOk {
 
     pub fn encode_body(&self, w: &mut Vec<u8>, draft: Draft) -> Result<(), EncodeError> {
         write_reply_id(w, self.request_id, draft)?;
-        if draft > Draft::D14 {
+        if !draft.has_inline_fields() {
             ParamWriter::new(draft).finish(w)?;
         }
         Ok(())
@@ -59,7 +59,7 @@ impl RequestError {
     pub fn decode_body(r: &mut &[u8], draft: Draft) -> Result<Self, DecodeError> {
         let request_id = read_reply_id(r, draft)?;
         let code = read_varint(r, draft)?;
-        let retry_interval = if draft >= Draft::D16 {
+        let retry_interval = if draft.has_retry_interval() {
             read_varint(r, draft)?
         } else {
             0
@@ -75,7 +75,7 @@ impl RequestError {
     pub fn encode_body(&self, w: &mut Vec<u8>, draft: Draft) -> Result<(), EncodeError> {
         write_reply_id(w, self.request_id, draft)?;
         write_varint(w, self.code, draft)?;
-        if draft >= Draft::D16 {
+        if draft.has_retry_interval() {
             write_varint(w, self.retry_interval, draft)?;
         }
         write_str(w, &self.reason, draft)
@@ -121,7 +121,7 @@ impl RefusalCode {
             Unauthorized => 0x1,
             Timeout => 0x2,
             NotSupported => 0x3,
-            _ if draft == Draft::D14 => match (self, request) {
+            _ if draft.has_inline_fields() => match (self, request) {
                 (DoesNotExist, Refused::Subscribe | Refused::TrackStatus | Refused::Fetch) => 0x4,
                 (Uninterested, Refused::Publish | Refused::PublishNamespace) => 0x4,
                 (InvalidRange, Refused::Fetch) => 0x5,
@@ -132,9 +132,9 @@ impl RefusalCode {
             DoesNotExist => 0x10,
             Uninterested => 0x20,
             InvalidRange => 0x11,
-            InvalidJoiningRequestId if draft <= Draft::D19 => 0x32,
+            InvalidJoiningRequestId if !draft.has_fill() => 0x32,
             MalformedTrack => 0x12,
-            GoingAway if draft >= Draft::D17 => 0x6,
+            GoingAway if draft.has_cluster() => 0x6,
             _ => 0x0,
         }
     }
@@ -154,13 +154,13 @@ impl Goaway {
         if uri.len() > MAX_GOAWAY_URI {
             return Err(DecodeError::BoundsExceeded("GOAWAY URI"));
         }
-        let timeout = if draft >= Draft::D17 {
+        let timeout = if draft.has_cluster() {
             read_varint(r, draft)?
         } else {
             0
         };
         // Draft 18 adds a Request ID (moq-net writes 0 and tolerates its absence).
-        if draft == Draft::D18 && !r.is_empty() {
+        if draft.has_goaway_request_id() && !r.is_empty() {
             read_varint(r, draft)?;
         }
         Ok(Goaway {
@@ -174,10 +174,10 @@ impl Goaway {
             return Err(EncodeError::BoundsExceeded("GOAWAY URI"));
         }
         write_str(w, &self.uri, draft)?;
-        if draft >= Draft::D17 {
+        if draft.has_cluster() {
             write_varint(w, self.timeout, draft)?;
         }
-        if draft == Draft::D18 {
+        if draft.has_goaway_request_id() {
             write_varint(w, 0, draft)?;
         }
         Ok(())

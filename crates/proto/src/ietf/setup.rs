@@ -67,10 +67,10 @@ impl SetupOptions {
     /// The block's key form and extent on `draft`: counted with absolute keys on 14 and 15,
     /// counted with delta keys on 16, delta keys to the end of the message from 17.
     fn layout(draft: Draft) -> (Keys, Extent) {
-        match draft {
-            Draft::D14 | Draft::D15 => (Keys::Absolute, Extent::Counted),
-            Draft::D16 => (Keys::Delta, Extent::Counted),
-            _ => (Keys::Delta, Extent::ToEnd),
+        match (draft.has_delta_keys(), draft.has_control_stream()) {
+            (false, _) => (Keys::Absolute, Extent::Counted),
+            (true, true) => (Keys::Delta, Extent::Counted),
+            (true, false) => (Keys::Delta, Extent::ToEnd),
         }
     }
 
@@ -79,7 +79,7 @@ impl SetupOptions {
         let (keys, extent) = Self::layout(draft);
         let mut reader = PairReader::new(r, draft, keys, extent)?;
         let mut options = SetupOptions::default();
-        let cluster = draft >= Draft::D17;
+        let cluster = draft.has_cluster();
         while let Some(key) = reader.key(r)? {
             let value = reader.value(key, r)?;
             let slot = match (key, value) {
@@ -115,7 +115,7 @@ impl SetupOptions {
     /// Append the block (sorted by id; only the options `draft` defines).
     pub fn encode(&self, w: &mut Vec<u8>, draft: Draft) -> Result<(), EncodeError> {
         let mut writer = PairWriter::new(draft);
-        let cluster = draft >= Draft::D17;
+        let cluster = draft.has_cluster();
         let varints = [
             (
                 option::MAX_REQUEST_ID,
@@ -200,7 +200,7 @@ impl ClientSetup {
     pub fn decode_body(r: &mut &[u8], draft: Draft) -> Result<Self, DecodeError> {
         expect_control_stream(draft)?;
         let mut versions = Vec::new();
-        if draft == Draft::D14 {
+        if draft.has_inline_fields() {
             let count = read_varint(r, draft)?;
             if count > MAX_VERSIONS {
                 return Err(DecodeError::BoundsExceeded("more than 64 versions"));
@@ -219,7 +219,7 @@ impl ClientSetup {
         if !draft.has_control_stream() {
             return Err(EncodeError::Unsupported);
         }
-        if draft == Draft::D14 {
+        if draft.has_inline_fields() {
             if self.versions.len() as u64 > MAX_VERSIONS {
                 return Err(EncodeError::BoundsExceeded("more than 64 versions"));
             }
@@ -235,9 +235,10 @@ impl ClientSetup {
 impl ServerSetup {
     pub fn decode_body(r: &mut &[u8], draft: Draft) -> Result<Self, DecodeError> {
         expect_control_stream(draft)?;
-        let version = match draft {
-            Draft::D14 => Some(read_varint(r, draft)?),
-            _ => None,
+        let version = if draft.has_inline_fields() {
+            Some(read_varint(r, draft)?)
+        } else {
+            None
         };
         Ok(ServerSetup {
             version,
@@ -249,7 +250,7 @@ impl ServerSetup {
         if !draft.has_control_stream() {
             return Err(EncodeError::Unsupported);
         }
-        if draft == Draft::D14 {
+        if draft.has_inline_fields() {
             let version = self.version.ok_or(EncodeError::InvalidValue(
                 "draft 14's SERVER_SETUP names a version",
             ))?;

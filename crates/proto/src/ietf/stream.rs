@@ -27,8 +27,8 @@ impl UniStream {
         }
         match code {
             FETCH_HEADER => Ok(UniStream::Fetch),
-            SETUP if draft >= Draft::D17 => Ok(UniStream::Setup),
-            PADDING if draft >= Draft::D18 => Ok(UniStream::Padding),
+            SETUP if !draft.has_control_stream() => Ok(UniStream::Setup),
+            PADDING if draft.has_first_object_bit() => Ok(UniStream::Padding),
             _ => Err(DecodeError::UnknownType(code)),
         }
     }

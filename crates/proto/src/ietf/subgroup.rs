@@ -69,7 +69,7 @@ impl SubgroupFlags {
     }
 
     pub fn from_code(code: u64, draft: Draft) -> Result<Self, DecodeError> {
-        let (first_object, code) = if draft >= Draft::D18 {
+        let (first_object, code) = if draft.has_first_object_bit() {
             (code & bit::FIRST_OBJECT != 0, code & !bit::FIRST_OBJECT)
         } else {
             (true, code)
@@ -111,7 +111,10 @@ impl SubgroupFlags {
             (self.subgroup_is_first_object, bit::SUBGROUP_IS_FIRST_OBJECT),
             (self.subgroup_field, bit::SUBGROUP_FIELD),
             (self.end_of_group, bit::END_OF_GROUP),
-            (self.first_object && draft >= Draft::D18, bit::FIRST_OBJECT),
+            (
+                self.first_object && draft.has_first_object_bit(),
+                bit::FIRST_OBJECT,
+            ),
         ] {
             if set {
                 code |= b;

@@ -61,11 +61,6 @@ impl Default for Subscribe {
     }
 }
 
-/// Range Filters parse from draft 19.
-fn has_range_filters(draft: Draft) -> bool {
-    draft >= Draft::D19
-}
-
 impl Subscribe {
     pub fn decode_body(r: &mut &[u8], draft: Draft) -> Result<Self, DecodeError> {
         let mut msg = Subscribe {
@@ -74,7 +69,7 @@ impl Subscribe {
             track: read_name(r, draft)?,
             ..Subscribe::default()
         };
-        if draft == Draft::D14 {
+        if draft.has_inline_fields() {
             msg.priority = read_u8(r)?;
             msg.group_order = GroupOrder::read(r)?;
             msg.forward = read_bool(r)?;
@@ -91,25 +86,25 @@ impl Subscribe {
                 key::AUTHORIZATION_TOKEN => {
                     params.bytes(k, r)?;
                 }
-                key::RENDEZVOUS_TIMEOUT if draft >= Draft::D17 => {
+                key::RENDEZVOUS_TIMEOUT if draft.has_cluster() => {
                     params.varint(k, r)?;
                 }
-                key::SUBGROUP_DELIVERY_TIMEOUT if draft >= Draft::D18 => {
+                key::SUBGROUP_DELIVERY_TIMEOUT if draft.has_first_object_bit() => {
                     params.varint(k, r)?;
                 }
                 key::FORWARD => msg.forward = params.flag(k, r)?,
                 key::SUBSCRIBER_PRIORITY => msg.priority = params.byte(k, r)?,
                 key::LOCATION_FILTER => msg.filter = params.filter(k, r)?,
                 key::GROUP_ORDER => msg.group_order = GroupOrder::from_param(params.byte(k, r)?),
-                key::FILL_PARAMETERS if draft >= Draft::D20 => msg.fill = Some(params.fill(k, r)?),
-                key::SUBGROUP_FILTER..=key::OBJECT_PROPERTY_FILTER if has_range_filters(draft) => {
+                key::FILL_PARAMETERS if draft.has_fill() => msg.fill = Some(params.fill(k, r)?),
+                key::SUBGROUP_FILTER..=key::OBJECT_PROPERTY_FILTER if draft.has_range_filters() => {
                     params.bytes(k, r)?;
                     msg.range_filters = true;
                 }
                 key::NEW_GROUP_REQUEST => {
                     params.varint(k, r)?;
                 }
-                key::INCLUDE_PROPERTIES if draft >= Draft::D20 => {
+                key::INCLUDE_PROPERTIES if draft.has_fill() => {
                     msg.include_properties = params.flag(k, r)?
                 }
                 _ => params.unknown(k, r)?,
@@ -122,7 +117,7 @@ impl Subscribe {
         write_request_id(w, self.request_id, draft)?;
         write_namespace(w, &self.namespace, draft)?;
         write_name(w, &self.track, draft)?;
-        if draft == Draft::D14 {
+        if draft.has_inline_fields() {
             write_u8(w, self.priority);
             self.group_order.write(w);
             write_bool(w, self.forward);
@@ -137,13 +132,13 @@ impl Subscribe {
         }
         params.byte(key::GROUP_ORDER, self.group_order.code())?;
         if let Some(fill) = self.fill {
-            if draft < Draft::D20 {
+            if !draft.has_fill() {
                 return Err(EncodeError::InvalidValue("FILL_PARAMETERS needs draft 20"));
             }
             params.fill(key::FILL_PARAMETERS, fill)?;
         }
         if !self.include_properties {
-            if draft < Draft::D20 {
+            if !draft.has_fill() {
                 return Err(EncodeError::InvalidValue(
                     "INCLUDE_PROPERTIES needs draft 20",
                 ));
@@ -152,7 +147,7 @@ impl Subscribe {
         }
         if self.range_filters {
             // Only so a decoded request can be written again: an empty SUBGROUP_FILTER.
-            if !has_range_filters(draft) {
+            if !draft.has_range_filters() {
                 return Err(EncodeError::InvalidValue("range filters need draft 19"));
             }
             params.bytes(key::SUBGROUP_FILTER, &[])?;
@@ -192,7 +187,7 @@ impl SubscribeOk {
             track_alias: read_varint(r, draft)?,
             ..Default::default()
         };
-        if draft == Draft::D14 {
+        if draft.has_inline_fields() {
             let _expires = read_varint(r, draft)?;
             msg.properties.group_order = Some(match GroupOrder::read(r)? {
                 GroupOrder::Any => GroupOrder::Descending,
@@ -224,7 +219,7 @@ impl SubscribeOk {
     pub fn encode_body(&self, w: &mut Vec<u8>, draft: Draft) -> Result<(), EncodeError> {
         write_reply_id(w, self.request_id, draft)?;
         write_varint(w, self.track_alias, draft)?;
-        if draft == Draft::D14 {
+        if draft.has_inline_fields() {
             write_varint(w, 0, draft)?;
             self.properties
                 .group_order
@@ -242,7 +237,10 @@ impl SubscribeOk {
         }
         // GROUP_ORDER is a SUBSCRIBE_OK parameter only on 15; later drafts refuse it (the
         // track property says it from 17).
-        if let (Draft::D15, Some(order)) = (draft, self.properties.group_order) {
+        if let (true, Some(order)) = (
+            draft.has_group_order_parameter_in_replies(),
+            self.properties.group_order,
+        ) {
             params.byte(key::GROUP_ORDER, order.code())?;
         }
         params.finish(w)?;
@@ -303,7 +301,7 @@ impl RequestUpdate {
         if draft.has_control_stream() {
             msg.subscription_id = read_varint(r, draft)?;
         }
-        if draft == Draft::D14 {
+        if draft.has_inline_fields() {
             msg.start = Some(Location::decode(r, draft)?);
             msg.end_group = Some(read_varint(r, draft)?);
             msg.priority = Some(read_u8(r)?);
@@ -311,7 +309,7 @@ impl RequestUpdate {
             skip_params(r, draft)?;
             return Ok(msg);
         }
-        let cluster = draft >= Draft::D17;
+        let cluster = draft.has_cluster();
         let mut params = ParamReader::new(r, draft)?;
         while let Some(k) = params.key(r)? {
             match k {
@@ -319,14 +317,14 @@ impl RequestUpdate {
                 key::AUTHORIZATION_TOKEN => {
                     msg.authorization_tokens.push(params.bytes(k, r)?.to_vec())
                 }
-                key::SUBGROUP_DELIVERY_TIMEOUT if draft >= Draft::D18 => {
+                key::SUBGROUP_DELIVERY_TIMEOUT if draft.has_first_object_bit() => {
                     msg.subgroup_delivery_timeout = Some(params.varint(k, r)?)
                 }
                 key::FORWARD => msg.forward = Some(params.flag(k, r)?),
                 key::SUBSCRIBER_PRIORITY => msg.priority = Some(params.byte(k, r)?),
                 key::LOCATION_FILTER => msg.filter = Some(params.filter(k, r)?),
-                key::FILL_PARAMETERS if draft >= Draft::D20 => msg.fill = Some(params.fill(k, r)?),
-                key::SUBGROUP_FILTER..=key::TRACK_PROPERTY_FILTER if has_range_filters(draft) => {
+                key::FILL_PARAMETERS if draft.has_fill() => msg.fill = Some(params.fill(k, r)?),
+                key::SUBGROUP_FILTER..=key::TRACK_PROPERTY_FILTER if draft.has_range_filters() => {
                     params.bytes(k, r)?;
                     msg.range_filters = true;
                 }
@@ -346,7 +344,7 @@ impl RequestUpdate {
         if draft.has_control_stream() {
             write_varint(w, self.subscription_id, draft)?;
         }
-        if draft == Draft::D14 {
+        if draft.has_inline_fields() {
             self.start.unwrap_or_default().encode(w, draft)?;
             write_varint(w, self.end_group.unwrap_or(0), draft)?;
             write_u8(w, self.priority.unwrap_or(DEFAULT_PRIORITY));
@@ -362,7 +360,7 @@ impl RequestUpdate {
         }
         if let Some(v) = self
             .subgroup_delivery_timeout
-            .filter(|_| draft >= Draft::D18)
+            .filter(|_| draft.has_first_object_bit())
         {
             params.varint(key::SUBGROUP_DELIVERY_TIMEOUT, v)?;
         }
@@ -375,16 +373,16 @@ impl RequestUpdate {
         if let Some(v) = self.filter {
             params.filter(key::LOCATION_FILTER, v)?;
         }
-        if let Some(v) = self.fill.filter(|_| draft >= Draft::D20) {
+        if let Some(v) = self.fill.filter(|_| draft.has_fill()) {
             params.fill(key::FILL_PARAMETERS, v)?;
         }
-        if self.range_filters && has_range_filters(draft) {
+        if self.range_filters && draft.has_range_filters() {
             params.bytes(key::SUBGROUP_FILTER, &[])?;
         }
         if let Some(v) = self.new_group_request {
             params.varint(key::NEW_GROUP_REQUEST, v)?;
         }
-        if draft >= Draft::D17 {
+        if draft.has_cluster() {
             if let Some(hops) = &self.hop_path {
                 params.bytes(key::HOP_PATH, &write_hop_path(hops, draft)?)?;
             }
@@ -461,6 +459,6 @@ impl PublishDone {
     /// Whether the status is a clean end: TRACK_ENDED, or SUBSCRIPTION_ENDED before 20.
     pub fn is_clean(&self, draft: Draft) -> bool {
         self.status == done::TRACK_ENDED
-            || (self.status == done::SUBSCRIPTION_ENDED && draft <= Draft::D19)
+            || (self.status == done::SUBSCRIPTION_ENDED && !draft.has_fill())
     }
 }
