@@ -1,4 +1,5 @@
-//! moq-dev publisher (moq-net/moq-tokio) -> in-process Starling relay -> moq-dev subscriber.
+//! moq-dev publisher (moq-net/moq-tokio) -> in-process Starling relay -> moq-dev subscriber,
+//! on every moq-lite version and every IETF draft, over raw QUIC and WebTransport.
 
 #[macro_use]
 mod common;
@@ -45,3 +46,5 @@ version_binding_matrix!(lockstep_groups => lockstep);
 version_binding_matrix!(burst_groups => burst);
 legacy_binding_matrix!(lockstep_groups_legacy => lockstep);
 legacy_binding_matrix!(burst_groups_legacy => burst);
+ietf_binding_matrix!(lockstep_groups_ietf => lockstep);
+ietf_binding_matrix!(burst_groups_ietf => burst);

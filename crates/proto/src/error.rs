@@ -18,8 +18,12 @@ pub enum SessionCode {
     Unauthorized,
     /// 0x3: decode errors, bad SETUP, bad announce id, unexpected stream.
     ProtocolViolation,
+    /// 0x4 (IETF drafts): a request id out of sequence or of the wrong parity.
+    InvalidRequestId,
     /// 0x6: malformed key-value parameters.
     KeyValueFormatting,
+    /// 0x7 (IETF drafts 14-16): a request past the MAX_REQUEST_ID granted.
+    TooManyRequests,
     /// 0x10: drain deadline passed after GOAWAY.
     GoawayTimeout,
     /// 0x11: a control message never arrived (e.g. no SETUP).
@@ -40,7 +44,9 @@ impl SessionCode {
             Self::Internal => 0x1,
             Self::Unauthorized => 0x2,
             Self::ProtocolViolation => 0x3,
+            Self::InvalidRequestId => 0x4,
             Self::KeyValueFormatting => 0x6,
+            Self::TooManyRequests => 0x7,
             Self::GoawayTimeout => 0x10,
             Self::ControlTimeout => 0x11,
             Self::VersionNegotiationFailed => 0x15,
@@ -56,7 +62,9 @@ impl SessionCode {
             0x1 => Self::Internal,
             0x2 => Self::Unauthorized,
             0x3 => Self::ProtocolViolation,
+            0x4 => Self::InvalidRequestId,
             0x6 => Self::KeyValueFormatting,
+            0x7 => Self::TooManyRequests,
             0x10 => Self::GoawayTimeout,
             0x11 => Self::ControlTimeout,
             0x15 => Self::VersionNegotiationFailed,

@@ -38,6 +38,7 @@ pub mod legacy;
 pub mod limits;
 pub mod path;
 pub mod probe;
+pub mod protocol;
 pub mod setup;
 pub mod stream;
 pub mod subscribe;
@@ -68,6 +69,7 @@ pub use group::{
 pub use hops::{Hops, HopsError};
 pub use path::{Path, PathError};
 pub use probe::Probe;
+pub use protocol::Protocol;
 pub use setup::{Parameters, ProbeLevel, Role, Setup};
 pub use stream::{BidiType, UniType};
 pub use subscribe::{LegacySubscribeOk, Subscribe, SubscribeResponse, SubscribeUpdate};

@@ -12,7 +12,7 @@ use crate::auth::KeySource;
 use crate::cluster::ClusterConfig;
 use starling_model::Limits;
 use starling_net::{AdmissionLimits, HttpLimits, ReceiveWindows};
-use starling_proto::{Path, Version};
+use starling_proto::{Path, Protocol};
 use starling_session::SessionLimits;
 
 /// Where the relay's certificate comes from.
@@ -30,7 +30,7 @@ pub struct RelayConfig {
     pub bind: SocketAddr,
     pub tls: TlsSource,
     /// Versions served, most preferred first.
-    pub versions: Vec<Version>,
+    pub versions: Vec<Protocol>,
     pub session_limits: SessionLimits,
     /// Cache and group bounds for every track the relay holds.
     pub model_limits: Limits,
@@ -66,7 +66,7 @@ impl Default for RelayConfig {
         RelayConfig {
             bind: "[::]:4443".parse().expect("valid default bind"),
             tls: TlsSource::Generate(vec!["localhost".to_string()]),
-            versions: Version::SUPPORTED.to_vec(),
+            versions: Protocol::SUPPORTED.to_vec(),
             session_limits: SessionLimits::default(),
             model_limits: Limits::default(),
             cache_budget: CacheLimit::default(),

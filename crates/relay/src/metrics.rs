@@ -24,7 +24,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use starling_model::{CacheBudget, Origin};
 use starling_net::{Admission, HttpCounters};
-use starling_proto::{SessionCode, StreamCode, Version};
+use starling_proto::{Protocol, SessionCode, StreamCode};
 use starling_session::SessionStats;
 
 use crate::auth::{AuthStats, Authority};
@@ -149,7 +149,7 @@ impl RelayMetrics {
         self.cache.clone()
     }
 
-    pub fn accepted(&self, transport: SessionTransport, version: Version) {
+    pub fn accepted(&self, transport: SessionTransport, version: Protocol) {
         self.accepted
             .get_or_create(&SessionLabels {
                 transport: transport.as_str().to_string(),
@@ -238,7 +238,7 @@ impl RelayMetrics {
         // Live sessions: gauges by transport and version, and their data counters.
         let live: Family<SessionLabels, Gauge> = Family::default();
         for transport in SessionTransport::ALL {
-            for version in Version::SUPPORTED {
+            for version in Protocol::SUPPORTED {
                 let _ = live.get_or_create(&SessionLabels {
                     transport: transport.as_str().to_string(),
                     version: version.to_string(),

@@ -15,7 +15,7 @@ use std::time::{Instant, SystemTime};
 
 use starling_net::qmux::QmuxBinding;
 use starling_net::Binding;
-use starling_proto::{Path, SessionCode, Version};
+use starling_proto::{Path, Protocol, SessionCode};
 use starling_session::{Session, SessionStats};
 use starling_transport::Transport;
 
@@ -76,7 +76,7 @@ pub struct SessionInfo {
     pub id: u64,
     pub remote: SocketAddr,
     pub transport: SessionTransport,
-    pub version: Version,
+    pub version: Protocol,
     /// Wire paths of this session are relative to this root.
     pub root: Path,
     pub publish: bool,

@@ -8,7 +8,7 @@ use std::time::{Instant, SystemTime};
 use starling_model::Origin;
 use starling_net::qmux::{websocket_acceptor, QmuxAccepted, QmuxTcpListener, QmuxTransport};
 use starling_net::{Accepted, QuicTransport, Server, ServerConfig, TlsCertificate};
-use starling_proto::{SessionCode, Version, LEGACY_ALPN};
+use starling_proto::{Protocol, SessionCode, LEGACY_ALPN};
 use starling_session::{random_hop, Accepting, SessionConfig};
 use starling_transport::Transport;
 
@@ -127,7 +127,7 @@ impl Relay {
             TlsSource::Generate(hosts) => TlsCertificate::self_signed(hosts)?,
         };
         let fingerprint = certificate.fingerprint_hex();
-        let alpns = Version::alpns(&config.versions);
+        let alpns = Protocol::alpns(&config.versions);
         let client_roots = match &config.listen_tls_root {
             // moq-relay refuses the same pairing: anonymous access would make a peer
             // certificate pointless (every client is admitted as one anyway).
@@ -485,9 +485,16 @@ impl Inner {
         // The protocol names the version, except `moql` and no protocol at all: then lite-01
         // or lite-02 is chosen in band (docs/wire.md §1.7).
         let handshake = match accepted.protocol.as_deref() {
-            Some(protocol) if protocol != LEGACY_ALPN => match Version::from_alpn(protocol) {
-                Some(version) if self.config.versions.contains(&version) => {
+            Some(protocol) if protocol != LEGACY_ALPN => match Protocol::from_alpn(protocol) {
+                Some(Protocol::Lite(version))
+                    if self.config.versions.contains(&Protocol::Lite(version)) =>
+                {
                     Accepting::new(accepted.transport, version, timeout).await
+                }
+                Some(Protocol::Ietf(draft))
+                    if self.config.versions.contains(&Protocol::Ietf(draft)) =>
+                {
+                    Accepting::ietf(accepted.transport, draft, timeout).await
                 }
                 _ => {
                     accepted.transport.close(
@@ -498,7 +505,10 @@ impl Inner {
                     return;
                 }
             },
-            _ => Accepting::legacy(accepted.transport, &self.config.versions, timeout).await,
+            _ => {
+                let lite = Protocol::lite(&self.config.versions);
+                Accepting::legacy(accepted.transport, &lite, timeout).await
+            }
         };
         let accepting: Accepting<T> = match handshake {
             Ok(accepting) => accepting,
@@ -513,7 +523,7 @@ impl Inner {
                 return;
             }
         };
-        let version = accepting.version();
+        let version = accepting.protocol();
         // Raw QUIC names its target in the SETUP Path; WebTransport in the CONNECT URL, unless
         // the client also sent a SETUP Path, which wins as it does in moq-tokio (docs/wire.md §1.3).
         // A SETUP Path without a query keeps the URL's credential.

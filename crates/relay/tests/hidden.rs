@@ -52,7 +52,7 @@ async fn until_heard(origin: &Origin, wanted: &str) -> Vec<Path> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hidden_routes_reach_only_subscribers_that_opt_in() {
     let (relay, url) = bind_relay(RelayConfig {
-        versions: vec![Version::Lite07Wip, Version::Lite06],
+        versions: vec![Version::Lite07Wip.into(), Version::Lite06.into()],
         ..Default::default()
     })
     .await;

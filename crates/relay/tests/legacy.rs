@@ -90,7 +90,7 @@ async fn a_client_offering_no_known_protocol_negotiates_in_band() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_serving_no_legacy_version_refuses_in_band() {
     let (relay, url) = bind_relay(RelayConfig {
-        versions: vec![Version::Lite06, Version::Lite05],
+        versions: vec![Version::Lite06.into(), Version::Lite05.into()],
         ..Default::default()
     })
     .await;

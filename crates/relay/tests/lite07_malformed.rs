@@ -76,7 +76,7 @@ async fn announcing_closes(url: &url::Url, announcements: &[CompressedAnnounceme
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unresolvable_references_and_subscribe_drop_close_the_session() {
     let (relay, url) = bind_relay(RelayConfig {
-        versions: vec![Version::Lite06, V7],
+        versions: vec![Version::Lite06.into(), V7.into()],
         ..Default::default()
     })
     .await;

@@ -56,6 +56,14 @@ impl Default for SessionLimits {
     }
 }
 
+impl SessionLimits {
+    /// Requests an IETF peer may open ahead of its last on drafts 14-16 (the MAX_REQUEST_ID
+    /// window): as many as every request bound together admits.
+    pub fn ietf_request_window(&self) -> usize {
+        self.max_requests + self.max_served_subscriptions + self.max_announce_interests
+    }
+}
+
 /// What a session's peer may do, per wire path (relative to the session root). Without one, a
 /// session may do whatever its origins allow.
 pub trait Access: Send + Sync + std::fmt::Debug + 'static {

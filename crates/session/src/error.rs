@@ -37,6 +37,9 @@ pub enum Error {
     /// No version both sides speak (the legacy in-band negotiation).
     #[error("no common version")]
     Version,
+    /// The peer broke a rule whose session code is its own (the IETF drafts' request ids).
+    #[error("{1} (session code {0:?})")]
+    Session(SessionCode, &'static str),
 }
 
 impl Error {
@@ -48,6 +51,7 @@ impl Error {
             Error::Timeout(_) => SessionCode::ControlTimeout,
             Error::Closed => SessionCode::NoError,
             Error::Version => SessionCode::VersionNegotiationFailed,
+            Error::Session(code, _) => *code,
             _ => SessionCode::Internal,
         }
     }

@@ -65,7 +65,7 @@ pub(crate) struct FrameReader {
 }
 
 /// Now, in milliseconds since the Unix epoch.
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
@@ -99,20 +99,29 @@ impl FrameReader {
                 .ok_or(Error::Stream(StreamCode::TimestampMismatch))?
         };
         let size = header.size as usize;
-        if size <= WHOLE_FRAME_BYTES || reader.buffered() >= size {
-            let payload: Bytes = reader.payload(size).await?;
-            group.write_frame(Frame {
-                timestamp: self.timestamp,
-                payload,
-            })?;
-        } else {
-            group.begin_frame(self.timestamp, size)?;
-            reader
-                .payload_into(size, |piece| Ok(group.write_chunk(piece)?))
-                .await?;
-        }
+        read_payload(reader, group, self.timestamp, size).await?;
         Ok(Some(size))
     }
+}
+
+/// Read one frame's payload of `size` bytes into `group`: whole when small (or already
+/// read), else piece by piece as it arrives. Every wire family's frames end here.
+pub(crate) async fn read_payload<R: RecvStream>(
+    reader: &mut Reader<R>,
+    group: &mut GroupProducer,
+    timestamp: u64,
+    size: usize,
+) -> Result<(), Error> {
+    if size <= WHOLE_FRAME_BYTES || reader.buffered() >= size {
+        let payload: Bytes = reader.payload(size).await?;
+        group.write_frame(Frame { timestamp, payload })?;
+    } else {
+        group.begin_frame(timestamp, size)?;
+        reader
+            .payload_into(size, |piece| Ok(group.write_chunk(piece)?))
+            .await?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,4 +1,5 @@
-//! One moq-lite session over an abstract transport (lite-05 and lite-06).
+//! One MoQ session over an abstract transport: every moq-lite version, and the IETF
+//! moq-transport drafts 14 to 22 (`ietf`).
 //!
 //! A session has a publisher half, which answers the peer's announce interests, SUBSCRIBEs,
 //! TRACKs and FETCHes from the origin we publish, and a subscriber half, which turns the peer's
@@ -9,6 +10,7 @@ mod budget;
 mod config;
 mod error;
 mod frames;
+mod ietf;
 mod publisher;
 mod reader;
 mod session;

@@ -55,6 +55,15 @@ impl<R: RecvStream> Reader<R> {
         Ok(())
     }
 
+    /// The stream and what was read past the last unit, for a reader on another budget to
+    /// go on from (a handshake's reader hands over to the session's).
+    pub fn into_parts(mut self) -> (R, BytesMut) {
+        let rest = std::mem::take(&mut self.buf);
+        self.account.release(self.charged);
+        self.charged = 0;
+        (self.stream, rest)
+    }
+
     /// Re-rank this stream once its header says what it carries.
     pub fn set_rank(&self, rank: Rank) {
         self.account.set_rank(rank);
@@ -150,6 +159,15 @@ impl<R: RecvStream> Reader<R> {
                 return Err(DecodeError::Truncated.into());
             }
         }
+    }
+
+    /// The next unit `step` finds at the front of the buffer (consuming what it takes);
+    /// `Ok(None)` on a clean FIN between units. The IETF drafts read through this.
+    pub async fn unit<T>(
+        &mut self,
+        mut step: impl FnMut(&mut BytesMut) -> Result<Option<T>, DecodeError>,
+    ) -> Result<Option<T>, Error> {
+        self.next(|buf, _| step(buf)).await
     }
 
     /// The next `Len + body` message, with at most `max` body bytes.

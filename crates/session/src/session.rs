@@ -7,7 +7,8 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use starling_model::{BroadcastConsumer, TrackProducer};
 use starling_proto::{
-    legacy, BidiType, Path, ProbeLevel, Role, SessionCode, Setup, StreamCode, UniType, Version,
+    legacy, BidiType, Path, ProbeLevel, Protocol, Role, SessionCode, Setup, StreamCode, UniType,
+    Version,
 };
 use starling_transport::{RecvStream, SendStream, Transport, TransportError};
 use tokio_util::sync::CancellationToken;
@@ -122,9 +123,17 @@ pub(crate) struct Shared<T: Transport> {
     pub goaway_received: tokio::sync::Notify,
     pub goaway_sent: std::sync::atomic::AtomicBool,
     pub stats: SessionStats,
+    /// An IETF session's own state (`None` on moq-lite). Such a session's `version` is
+    /// lite-06, whose model semantics its tracks take (docs/wire-ietf.md §7).
+    pub ietf: Option<crate::ietf::State<T>>,
 }
 
 impl<T: Transport> Shared<T> {
+    /// The IETF state; `Closed` on a moq-lite session, where no IETF code runs.
+    pub fn ietf(&self) -> Result<&crate::ietf::State<T>, Error> {
+        self.ietf.as_ref().ok_or(Error::Closed)
+    }
+
     /// Run `task` until it ends or the session does.
     pub fn spawn<F>(self: &Arc<Self>, task: F)
     where
@@ -211,6 +220,8 @@ pub struct Accepting<T: Transport> {
     /// lite-01/02: the legacy SETUP stream, kept open as the session stream, and what was
     /// read past the SETUP on it.
     session_stream: Option<SessionStream<T>>,
+    /// An IETF draft's handshake so far.
+    ietf: Option<crate::ietf::Handshake<T>>,
 }
 
 impl<T: Transport> Accepting<T> {
@@ -231,6 +242,7 @@ impl<T: Transport> Accepting<T> {
                 version,
                 setup: PeerSetup::assigned(),
                 session_stream: None,
+                ietf: None,
             });
         }
         let read = async {
@@ -256,6 +268,24 @@ impl<T: Transport> Accepting<T> {
             version,
             setup,
             session_stream: None,
+            ietf: None,
+        })
+    }
+
+    /// An IETF draft's handshake (docs/wire-ietf.md §3): read the client's CLIENT_SETUP
+    /// (14-16) or SETUP stream (17 on) within `timeout`.
+    pub async fn ietf(
+        transport: T,
+        draft: starling_proto::ietf::Draft,
+        timeout: std::time::Duration,
+    ) -> Result<Self, Error> {
+        let handshake = crate::ietf::accept(&transport, draft, timeout).await?;
+        Ok(Accepting {
+            transport,
+            version: Version::Lite06,
+            setup: handshake.peer(),
+            session_stream: None,
+            ietf: Some(handshake),
         })
     }
 
@@ -302,6 +332,7 @@ impl<T: Transport> Accepting<T> {
                 version,
                 setup: PeerSetup::assigned(),
                 session_stream: Some((send, recv, rest)),
+                ietf: None,
             }),
             Err(err) => {
                 transport.close(err.session_code().to_code(), "bad setup");
@@ -318,13 +349,34 @@ impl<T: Transport> Accepting<T> {
         self.version
     }
 
+    /// The protocol the session speaks.
+    pub fn protocol(&self) -> Protocol {
+        match &self.ietf {
+            Some(handshake) => Protocol::Ietf(handshake.draft),
+            None => Protocol::Lite(self.version),
+        }
+    }
+
     /// Refuse the session with a session code.
     pub fn reject(self, code: SessionCode, reason: &str) {
         self.transport.close(code.to_code(), reason);
     }
 
-    /// Send our SETUP (05+) and start serving.
+    /// Send our SETUP (05+; the drafts' SERVER_SETUP or SETUP) and start serving.
     pub async fn start(self, config: SessionConfig) -> Result<Session<T>, Error> {
+        if let Some(handshake) = self.ietf {
+            let window = config.limits.ietf_request_window();
+            let started =
+                crate::ietf::start(&self.transport, handshake, config.hop, window).await?;
+            return Ok(Session::run(
+                self.transport,
+                self.version,
+                config,
+                self.setup,
+                None,
+                Some(started),
+            ));
+        }
         if self.version.has_setup_stream() {
             let mut setup = Setup::new();
             setup.set_hop(Some(config.hop))?;
@@ -337,6 +389,7 @@ impl<T: Transport> Accepting<T> {
             config,
             self.setup,
             self.session_stream,
+            None,
         ))
     }
 }
@@ -439,6 +492,7 @@ impl<T: Transport> Session<T> {
                 config,
                 PeerSetup::assigned(),
                 None,
+                None,
             ));
         }
         let mut setup = Setup::new();
@@ -464,7 +518,40 @@ impl<T: Transport> Session<T> {
             }
         };
         let server = handshake(&transport, timeout, read).await?;
-        Ok(Session::run(transport, version, config, server, None))
+        Ok(Session::run(transport, version, config, server, None, None))
+    }
+
+    /// Client side of an IETF draft: our SETUP (and on 14-16 the server's SERVER_SETUP),
+    /// then serving (docs/wire-ietf.md §3.2, §3.3).
+    pub async fn connect_ietf(
+        transport: T,
+        draft: starling_proto::ietf::Draft,
+        client: ClientSetup,
+        config: SessionConfig,
+    ) -> Result<Self, Error> {
+        let started = crate::ietf::connect(
+            &transport,
+            draft,
+            client.path.as_deref(),
+            client.cost,
+            config.hop,
+            config.limits.ietf_request_window(),
+            config.limits.handshake_timeout,
+        )
+        .await?;
+        let peer = started
+            .state
+            .peer()
+            .map(|options| crate::ietf::peer_of(&options))
+            .unwrap_or_else(PeerSetup::assigned);
+        Ok(Session::run(
+            transport,
+            Version::Lite06,
+            config,
+            peer,
+            None,
+            Some(started),
+        ))
     }
 
     /// Client side, by the protocol the transport agreed: a version's own ALPN names it (SETUP
@@ -479,6 +566,9 @@ impl<T: Transport> Session<T> {
     ) -> Result<Self, Error> {
         if protocol.is_empty() || protocol == starling_proto::LEGACY_ALPN {
             return Self::connect_legacy(transport, versions, config).await;
+        }
+        if let Some(draft) = starling_proto::ietf::Draft::from_alpn(protocol) {
+            return Self::connect_ietf(transport, draft, client, config).await;
         }
         let version = Version::from_alpn(protocol).ok_or(Error::Version)?;
         Self::connect(transport, version, client, config).await
@@ -529,6 +619,7 @@ impl<T: Transport> Session<T> {
                 config,
                 PeerSetup::assigned(),
                 Some((send, recv, rest)),
+                None,
             )),
             Err(Error::Transport(TransportError::Reset(_))) => {
                 // A server refusing closes the session, which may reach us after the reset of
@@ -554,7 +645,12 @@ impl<T: Transport> Session<T> {
         config: SessionConfig,
         peer: PeerSetup,
         session_stream: Option<SessionStream<T>>,
+        ietf: Option<crate::ietf::Started<T>>,
     ) -> Self {
+        let (ietf, ietf_recv) = match ietf {
+            Some(started) => (Some(started.state), started.recv),
+            None => (None, None),
+        };
         let max_requests = config.limits.max_requests;
         let shared = Arc::new(Shared {
             budget: RecvBudget::new(config.limits.recv_budget),
@@ -574,9 +670,14 @@ impl<T: Transport> Session<T> {
             goaway_received: tokio::sync::Notify::new(),
             goaway_sent: std::sync::atomic::AtomicBool::new(false),
             stats: SessionStats::default(),
+            ietf,
         });
         let driver = shared.clone();
         tokio::spawn(async move { drive(driver).await });
+        if shared.ietf.is_some() {
+            crate::ietf::begin(&shared, ietf_recv);
+            return Session { shared };
+        }
         if let Some((send, recv, rest)) = session_stream {
             let task = shared.clone();
             shared.spawn(async move { session_stream_of(task, send, recv, rest).await });
@@ -592,6 +693,14 @@ impl<T: Transport> Session<T> {
 
     pub fn version(&self) -> Version {
         self.shared.version
+    }
+
+    /// The protocol the session speaks.
+    pub fn protocol(&self) -> Protocol {
+        match self.shared.ietf_draft() {
+            Some(draft) => Protocol::Ietf(draft),
+            None => Protocol::Lite(self.shared.version),
+        }
     }
 
     pub fn peer(&self) -> &PeerSetup {
@@ -635,6 +744,12 @@ impl<T: Transport> Session<T> {
     /// Ask the peer to reconnect (to `uri`, or here when empty) and stop opening requests; the
     /// session keeps serving what is open. A second call does nothing (docs/wire.md §4.12).
     pub async fn goaway(&self, uri: &str) -> Result<(), Error> {
+        if self.shared.ietf.is_some() {
+            if self.shared.goaway_sent.swap(true, Ordering::AcqRel) {
+                return Ok(());
+            }
+            return crate::ietf::send_goaway(&self.shared, uri).await;
+        }
         if !self.shared.version.has_goaway() || self.shared.goaway_sent.swap(true, Ordering::AcqRel)
         {
             return Ok(());
@@ -670,6 +785,10 @@ impl<T: Transport> Session<T> {
         group: u64,
         frame_start: u64,
     ) -> Result<starling_model::GroupConsumer, Error> {
+        if self.shared.ietf.is_some() {
+            // Starling asks IETF peers for no FETCH yet.
+            return Err(Error::Stream(StreamCode::Internal));
+        }
         subscriber::fetch(
             &self.shared,
             subscriber::fetch_request(path, track, group, frame_start),
@@ -700,6 +819,9 @@ impl<T: Transport> Session<T> {
 /// Accept the peer's streams until the session ends.
 async fn drive<T: Transport>(shared: Arc<Shared<T>>) {
     let result: Result<(), Error> = async {
+        if shared.ietf.is_some() {
+            return crate::ietf::drive(shared.clone()).await;
+        }
         let mut datagrams = shared.version.has_datagrams();
         loop {
             tokio::select! {

@@ -42,6 +42,17 @@ impl<S: SendStream> Writer<S> {
         Ok(())
     }
 
+    /// The bytes queued so far, for an encoder of another family (the IETF drafts) to append to.
+    pub fn queued(&mut self) -> &mut BytesMut {
+        &mut self.buf
+    }
+
+    /// Resolves once the peer stops the stream: its code, or `None` when the stream ended
+    /// otherwise.
+    pub async fn stopped(&mut self) -> Option<u32> {
+        self.stream.stopped().await.ok().flatten()
+    }
+
     /// Write everything queued.
     pub async fn flush(&mut self) -> Result<(), Error> {
         if !self.buf.is_empty() {

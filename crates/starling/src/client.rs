@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 use starling_net::{AnyTransport, DialConfig, TlsVerify};
-use starling_proto::{Role, Version};
+use starling_proto::{Protocol, Role};
 use starling_session::{random_hop, ClientSetup, Session, SessionConfig};
 use url::Url;
 
@@ -16,14 +16,14 @@ pub struct ConnectArgs {
     /// (WebSocket only), tcp:// (plaintext QMux).
     #[arg(long)]
     pub url: Url,
-    /// Versions to offer, most preferred first (default moq-lite-06, moq-lite-05;
-    /// moq-lite-07-wip only when named).
+    /// Versions to offer, most preferred first (default: every moq-lite version, then the
+    /// IETF drafts 22 to 14, as moq-net offers them; moq-lite-07-wip only when named).
     #[arg(
         long = "version",
         visible_aliases = ["client-version", "connect-version"],
         value_delimiter = ','
     )]
-    pub versions: Vec<Version>,
+    pub versions: Vec<Protocol>,
     /// Accept any server certificate (development only).
     #[arg(long)]
     pub tls_disable_verify: bool,
@@ -60,11 +60,11 @@ impl ConnectArgs {
     /// A dialer for these arguments: one QUIC endpoint reused across reconnects.
     pub fn dialer(&self) -> anyhow::Result<Dialer> {
         let versions = if self.versions.is_empty() {
-            Version::SUPPORTED.to_vec()
+            Protocol::SUPPORTED.to_vec()
         } else {
             self.versions.clone()
         };
-        let alpns = Version::alpns(&versions);
+        let alpns = Protocol::alpns(&versions);
         let tls = if self.tls_disable_verify {
             TlsVerify::Disabled
         } else if let Some(root) = &self.tls_root {
@@ -85,7 +85,7 @@ pub struct Dialer {
     url: Url,
     dialer: starling_net::Dialer,
     /// What is offered, most preferred first (the legacy negotiation offers its share).
-    versions: Vec<Version>,
+    versions: Vec<Protocol>,
 }
 
 impl Dialer {
@@ -111,13 +111,13 @@ impl Dialer {
         let session = Session::connect_negotiated(
             dialed.transport,
             &dialed.protocol,
-            &self.versions,
+            &Protocol::lite(&self.versions),
             setup,
             config,
         )
         .await
-        .with_context(|| format!("moq-lite handshake (protocol {:?})", dialed.protocol))?;
-        let version = session.version();
+        .with_context(|| format!("MoQ handshake (protocol {:?})", dialed.protocol))?;
+        let version = session.protocol();
         tracing::info!(url = %self.url, %version, binding, "connected");
         Ok(session)
     }

@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::Args;
 use serde::Deserialize;
 use starling_net::TlsVerify;
-use starling_proto::Version;
+use starling_proto::Protocol;
 use starling_relay::cluster::{parse_peers, ConnectApi, DnsPeers, PeerSpec};
 use starling_relay::{
     parse_patterns, AuthConfig, CacheLimit, ClusterConfig, KeySource, Relay, RelayConfig,
@@ -35,10 +35,10 @@ pub struct RelayArgs {
     /// a cluster peer (mTLS). Clients without one still connect. Not with public access.
     #[arg(long)]
     listen_tls_root: Option<PathBuf>,
-    /// Versions served, most preferred first (moq-relay's names: moq-lite-06, moq-lite-05,
-    /// and moq-lite-07-wip, which only this opts into).
+    /// Versions served, most preferred first (moq-relay's names: moq-lite-06 … moq-lite-01,
+    /// moq-transport-22 … moq-transport-14, and moq-lite-07-wip, which only this opts into).
     #[arg(long = "listen-version", value_delimiter = ',')]
-    versions: Vec<Version>,
+    versions: Vec<Protocol>,
     /// Cache budget per track in bytes (the latest group always stays).
     #[arg(long)]
     cache_track_bytes: Option<usize>,
@@ -353,15 +353,12 @@ fn build(args: RelayArgs) -> anyhow::Result<RelayConfig> {
     let versions = if args.versions.is_empty() {
         file.versions
             .iter()
-            .map(|v| v.parse::<Version>())
+            .map(|v| v.parse::<Protocol>())
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| anyhow::anyhow!("{e}"))?
     } else {
         args.versions
     };
-    if let Some(version) = versions.iter().find(|v| !v.is_implemented()) {
-        anyhow::bail!("--listen-version {version}: this build does not serve it yet");
-    }
     if !versions.is_empty() {
         config.versions = versions;
     }
@@ -655,7 +652,7 @@ mod tests {
         let config = build(RelayArgs::default()).unwrap();
         assert_eq!(config.bind, "[::]:4443".parse().unwrap());
         assert!(matches!(config.tls, TlsSource::Generate(ref h) if h == &["localhost"]));
-        assert_eq!(config.versions, Version::SUPPORTED);
+        assert_eq!(config.versions, Protocol::SUPPORTED);
     }
 
     #[test]
@@ -695,7 +692,10 @@ mod tests {
         })
         .unwrap();
         assert_eq!(config.bind, "127.0.0.1:5000".parse().unwrap());
-        assert_eq!(config.versions, vec![Version::Lite05]);
+        assert_eq!(
+            config.versions,
+            vec![Protocol::Lite(starling_proto::Version::Lite05)]
+        );
         assert_eq!(config.model_limits.track_cache_bytes, 1024);
         assert_eq!(config.cache_budget, CacheLimit::Bytes(512 << 20));
         assert_eq!(config.admission.max_sessions, 100);

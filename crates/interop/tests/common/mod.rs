@@ -23,7 +23,7 @@ use starling_model::{
     BroadcastProducer, Frame, Limits, Origin, Route, RouteHandle, StartAt, TrackInfo, TrackProducer,
 };
 use starling_net::{Client, ClientConfig, QuicTransport, TlsVerify};
-use starling_proto::{Path, Role, SessionCode, Version};
+use starling_proto::{Path, Protocol, Role, SessionCode, Version};
 use starling_relay::{Relay, RelayConfig, TlsSource};
 use starling_session::{random_hop, ClientSetup, Session, SessionConfig};
 use starling_transport::Transport;
@@ -57,13 +57,25 @@ pub enum Binding {
 /// One cell of the {version} x {binding} matrix.
 #[derive(Clone, Copy, Debug)]
 pub struct Case {
-    pub version: Version,
+    pub version: Protocol,
     pub binding: Binding,
 }
 
 impl Case {
-    pub fn new(version: Version, binding: Binding) -> Self {
-        Case { version, binding }
+    pub fn new(version: impl Into<Protocol>, binding: Binding) -> Self {
+        Case {
+            version: version.into(),
+            binding,
+        }
+    }
+
+    /// Whether frame timestamps survive this protocol: lite from 05, the drafts from 17
+    /// (which declare a timescale; before, moq-net stamps objects on arrival).
+    pub fn carries_timestamps(&self) -> bool {
+        match self.version {
+            Protocol::Lite(v) => v.has_frame_timestamps(),
+            Protocol::Ietf(d) => d.writes_track_properties(),
+        }
     }
 
     /// The URL a client dials for a relay on `port` of 127.0.0.1.
@@ -168,6 +180,45 @@ macro_rules! version_binding_matrix {
 /// Expands to `mod $name` holding the eight {lite-04, lite-03, lite-02, lite-01 (the last two
 /// over `moql`)} x {raw QUIC, WebTransport} tests of a scenario, beside
 /// `version_binding_matrix!` for the versions moq-dev peers still default to.
+/// Expands to `mod $name` holding the eighteen {IETF drafts 14 to 22} x {raw QUIC,
+/// WebTransport} tests of a scenario.
+#[allow(unused_macros)]
+macro_rules! ietf_binding_matrix {
+    ($(#[$attr:meta])* $name:ident => $scenario:ident) => {
+        mod $name {
+            use crate::common::{run, Binding, Case};
+            use starling_proto::ietf::Draft;
+
+            ietf_binding_matrix!(@cell $(#[$attr])* draft14_raw_quic, D14, Quic, $scenario);
+            ietf_binding_matrix!(@cell $(#[$attr])* draft14_webtransport, D14, WebTransport, $scenario);
+            ietf_binding_matrix!(@cell $(#[$attr])* draft15_raw_quic, D15, Quic, $scenario);
+            ietf_binding_matrix!(@cell $(#[$attr])* draft15_webtransport, D15, WebTransport, $scenario);
+            ietf_binding_matrix!(@cell $(#[$attr])* draft16_raw_quic, D16, Quic, $scenario);
+            ietf_binding_matrix!(@cell $(#[$attr])* draft16_webtransport, D16, WebTransport, $scenario);
+            ietf_binding_matrix!(@cell $(#[$attr])* draft17_raw_quic, D17, Quic, $scenario);
+            ietf_binding_matrix!(@cell $(#[$attr])* draft17_webtransport, D17, WebTransport, $scenario);
+            ietf_binding_matrix!(@cell $(#[$attr])* draft18_raw_quic, D18, Quic, $scenario);
+            ietf_binding_matrix!(@cell $(#[$attr])* draft18_webtransport, D18, WebTransport, $scenario);
+            ietf_binding_matrix!(@cell $(#[$attr])* draft19_raw_quic, D19, Quic, $scenario);
+            ietf_binding_matrix!(@cell $(#[$attr])* draft19_webtransport, D19, WebTransport, $scenario);
+            ietf_binding_matrix!(@cell $(#[$attr])* draft20_raw_quic, D20, Quic, $scenario);
+            ietf_binding_matrix!(@cell $(#[$attr])* draft20_webtransport, D20, WebTransport, $scenario);
+            ietf_binding_matrix!(@cell $(#[$attr])* draft21_raw_quic, D21, Quic, $scenario);
+            ietf_binding_matrix!(@cell $(#[$attr])* draft21_webtransport, D21, WebTransport, $scenario);
+            ietf_binding_matrix!(@cell $(#[$attr])* draft22_raw_quic, D22, Quic, $scenario);
+            ietf_binding_matrix!(@cell $(#[$attr])* draft22_webtransport, D22, WebTransport, $scenario);
+        }
+    };
+    (@cell $(#[$attr:meta])* $test:ident, $draft:ident, $binding:ident, $scenario:ident) => {
+        $(#[$attr])*
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $test() {
+            let case = Case::new(Draft::$draft, Binding::$binding);
+            run(case, super::$scenario(case)).await;
+        }
+    };
+}
+
 #[allow(unused_macros)]
 macro_rules! legacy_binding_matrix {
     ($(#[$attr:meta])* $name:ident => $scenario:ident) => {
@@ -223,7 +274,7 @@ impl Plan {
     /// The same plan through `cases`' versions: timestamps are checked only if every one
     /// carries them.
     pub fn through(mut self, cases: &[Case]) -> Self {
-        self.timestamps = cases.iter().all(|c| c.version.has_frame_timestamps());
+        self.timestamps = cases.iter().all(Case::carries_timestamps);
         self
     }
 
@@ -475,12 +526,18 @@ pub async fn start_session<T: starling_transport::Transport>(
     };
     let session = step(
         "Starling SETUP exchange",
-        Session::connect_negotiated(transport, protocol, &[case.version], setup, config),
+        Session::connect_negotiated(
+            transport,
+            protocol,
+            &Protocol::lite(&[case.version]),
+            setup,
+            config,
+        ),
     )
     .await?
-    .context("Starling moq-lite handshake")?;
+    .context("Starling MoQ handshake")?;
     ensure!(
-        session.version() == case.version,
+        session.protocol() == case.version,
         "session runs {}",
         session.version()
     );
@@ -899,19 +956,19 @@ pub struct StarlingRelay {
 }
 
 impl StarlingRelay {
-    pub async fn start(versions: Vec<Version>) -> anyhow::Result<Self> {
+    pub async fn start<P: Into<Protocol>>(versions: Vec<P>) -> anyhow::Result<Self> {
         Self::start_with(versions, |_| {}).await
     }
 
     /// Like [`StarlingRelay::start`], adjusting the configuration first (cluster peers, say).
-    pub async fn start_with(
-        versions: Vec<Version>,
+    pub async fn start_with<P: Into<Protocol>>(
+        versions: Vec<P>,
         configure: impl FnOnce(&mut RelayConfig),
     ) -> anyhow::Result<Self> {
         let mut config = RelayConfig {
             bind: "127.0.0.1:0".parse()?,
             tls: TlsSource::Generate(vec!["localhost".into()]),
-            versions,
+            versions: versions.into_iter().map(Into::into).collect(),
             ..Default::default()
         };
         configure(&mut config);
@@ -1037,12 +1094,12 @@ pub struct MoqRelay {
 impl MoqRelay {
     /// Start moq-relay serving only `version` (raw QUIC and WebTransport on one UDP port, the
     /// HTTP listener on the same TCP port) and wait until its certificate endpoint answers.
-    pub async fn start(version: Version) -> anyhow::Result<Self> {
+    pub async fn start(version: Protocol) -> anyhow::Result<Self> {
         Self::start_with(version, &[]).await
     }
 
     /// Like [`MoqRelay::start`], with more command-line arguments (cluster flags, say).
-    pub async fn start_with(version: Version, extra: &[String]) -> anyhow::Result<Self> {
+    pub async fn start_with(version: Protocol, extra: &[String]) -> anyhow::Result<Self> {
         let binary = moq_relay_binary();
         if !binary.is_file() {
             panic!(
@@ -1063,7 +1120,7 @@ impl MoqRelay {
 
     async fn try_start(
         binary: &std::path::Path,
-        version: Version,
+        version: Protocol,
         extra: &[String],
     ) -> anyhow::Result<Self> {
         let port = free_port()?;
@@ -1074,7 +1131,7 @@ impl MoqRelay {
         ));
         let log_file = std::fs::File::create(&log)?;
         // lite-07-wip is opt-in on both sides: its cluster dials offer it only when named.
-        let connect: &[&str] = if version == Version::Lite07Wip {
+        let connect: &[&str] = if version == Protocol::Lite(Version::Lite07Wip) {
             &["--connect-version", "moq-lite-07-wip"]
         } else {
             &[]

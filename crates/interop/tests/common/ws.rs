@@ -11,7 +11,7 @@ use anyhow::Context;
 use starling_model::{Origin, TrackProducer};
 use starling_net::qmux::{connect, QmuxTransport};
 use starling_net::TlsVerify;
-use starling_proto::{Role, SessionCode, Version};
+use starling_proto::{Role, SessionCode};
 use starling_relay::{Relay, RelayConfig};
 use starling_session::{Session, SessionConfig};
 use url::Url;
@@ -36,11 +36,13 @@ pub struct StarlingWsRelay {
 }
 
 impl StarlingWsRelay {
-    pub async fn start(versions: &[Version]) -> anyhow::Result<Self> {
+    pub async fn start<P: Into<starling_proto::Protocol> + Copy>(
+        versions: &[P],
+    ) -> anyhow::Result<Self> {
         starling_net::tls::install_default_provider();
         let relay = Relay::bind(RelayConfig {
             bind: "127.0.0.1:0".parse()?,
-            versions: versions.to_vec(),
+            versions: versions.iter().map(|&v| v.into()).collect(),
             listen_tcp: Some("127.0.0.1:0".parse()?),
             ..RelayConfig::default()
         })

@@ -27,6 +27,19 @@ pub(crate) const MAX_WS_MESSAGE: usize = 1 << 20;
 /// The wire versions the relay pairs with a moq ALPN, in its preference order.
 const SERVER_VERSIONS: [WireVersion; 2] = [WireVersion::Qmux01, WireVersion::Qmux00];
 
+/// The QMux versions an ALPN pairs with: IETF drafts 18 and later only with qmux-01, as
+/// moq-relay pairs them; everything else with both.
+fn versions_for(alpn: &str) -> &'static [WireVersion] {
+    let draft = alpn
+        .strip_prefix("moqt-")
+        .and_then(|n| n.parse::<u32>().ok());
+    if draft.is_some_and(|n| n >= 18) {
+        &SERVER_VERSIONS[..1]
+    } else {
+        &SERVER_VERSIONS
+    }
+}
+
 /// How a QMux session reached us.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum QmuxBinding {
@@ -78,7 +91,11 @@ pub struct QmuxAccepted {
 pub fn supported_subprotocols<S: AsRef<str>>(alpns: &[S]) -> Vec<String> {
     alpns
         .iter()
-        .flat_map(|a| SERVER_VERSIONS.map(|v| v.subprotocol(a.as_ref())))
+        .flat_map(|a| {
+            versions_for(a.as_ref())
+                .iter()
+                .map(|v| v.subprotocol(a.as_ref()))
+        })
         .collect()
 }
 
@@ -94,7 +111,7 @@ pub fn select_subprotocol<S: AsRef<str>>(
     alpns: &[S],
 ) -> Option<(String, WireVersion, String)> {
     alpns.iter().find_map(|alpn| {
-        SERVER_VERSIONS.iter().find_map(|v| {
+        versions_for(alpn.as_ref()).iter().find_map(|v| {
             let candidate = v.subprotocol(alpn.as_ref());
             offered
                 .iter()
@@ -283,6 +300,22 @@ mod tests {
 
     fn offered(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// moq-relay's pairing: the drafts from 18 ride qmux-01 only.
+    #[test]
+    fn newer_drafts_pair_with_qmux_01_only() {
+        assert_eq!(
+            supported_subprotocols(&["moqt-18", "moqt-17", "moq-00"]),
+            offered(&[
+                "qmux-01.moqt-18",
+                "qmux-01.moqt-17",
+                "qmux-00.moqt-17",
+                "qmux-01.moq-00",
+                "qmux-00.moq-00"
+            ])
+        );
+        assert!(select_subprotocol(&offered(&["qmux-00.moqt-22"]), &["moqt-22"]).is_none());
     }
 
     #[test]

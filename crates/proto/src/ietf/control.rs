@@ -334,7 +334,17 @@ impl Control {
     /// the bytes it takes, `Ok(None)` until it has all arrived. An undefined type fails as
     /// soon as it is read; a body must be consumed exactly.
     pub fn peek(buf: &[u8], draft: Draft) -> Result<Option<(Control, usize)>, DecodeError> {
-        let Some((code, range)) = peek_frame(buf, draft, MAX_BODY, |code| check(code, draft))?
+        Self::peek_with_limit(buf, draft, MAX_BODY)
+    }
+
+    /// [`Control::peek`] refusing a body over `max` bytes as soon as its length has arrived.
+    pub fn peek_with_limit(
+        buf: &[u8],
+        draft: Draft,
+        max: usize,
+    ) -> Result<Option<(Control, usize)>, DecodeError> {
+        let Some((code, range)) =
+            peek_frame(buf, draft, max.min(MAX_BODY), |code| check(code, draft))?
         else {
             return Ok(None);
         };

@@ -15,7 +15,7 @@ use std::time::{Instant, SystemTime};
 
 use starling_model::{Limits, Origin};
 use starling_net::{AnyTransport, DialConfig, DialError, Dialer, QuicConfig};
-use starling_proto::{Path, SessionCode, Version};
+use starling_proto::{Path, Protocol, SessionCode};
 use starling_session::{ClientSetup, Session, SessionConfig, SessionLimits};
 use tokio::task::JoinHandle;
 
@@ -28,7 +28,7 @@ use crate::registry::{SessionInfo, SessionRegistry, SessionTransport};
 pub(crate) struct Mesh {
     pub origin: Origin,
     pub hop: u64,
-    pub versions: Vec<Version>,
+    pub versions: Vec<Protocol>,
     pub session_limits: SessionLimits,
     pub model_limits: Limits,
     pub max_hops: usize,
@@ -63,7 +63,7 @@ pub(crate) fn start(
         tracing::info!("no cluster peers configured; running standalone");
         return Ok(None);
     }
-    let alpns = Version::alpns(&mesh.versions);
+    let alpns = Protocol::alpns(&mesh.versions);
     let mut quic = QuicConfig {
         idle_timeout: config.peer_idle_timeout,
         keep_alive: Some(config.peer_keep_alive),
@@ -269,7 +269,7 @@ async fn attempt(
     let session = Session::connect_negotiated(
         dialed.transport,
         &dialed.protocol,
-        &mesh.versions,
+        &Protocol::lite(&mesh.versions),
         setup,
         config,
     )
@@ -278,7 +278,7 @@ async fn attempt(
         starling_session::Error::Version => LinkError::Protocol(protocol),
         err => err.into(),
     })?;
-    let version = session.version();
+    let version = session.protocol();
     let session = ClosedOnDrop(session);
     if session.0.peer().hop == mesh.hop {
         return Err(LinkError::Itself);

@@ -197,24 +197,24 @@ fn update<S: starling_transport::SendStream>(
     Ok(())
 }
 
-struct View {
-    origin: Origin,
-    prefix: Path,
-    root: Path,
-    access: Option<std::sync::Arc<dyn crate::config::Access>>,
-    show_hidden: bool,
+pub(crate) struct View {
+    pub origin: Origin,
+    pub prefix: Path,
+    pub root: Path,
+    pub access: Option<std::sync::Arc<dyn crate::config::Access>>,
+    pub show_hidden: bool,
     /// Routes of this many hops or more are not offered: the receiver's append would not fit
     /// (cluster statement 7).
-    max_hops: usize,
+    pub max_hops: usize,
 }
 
 impl View {
-    fn suffix(&self, path: &Path) -> Path {
+    pub fn suffix(&self, path: &Path) -> Path {
         path.strip_prefix(&self.prefix).unwrap_or_else(Path::empty)
     }
 
     /// Hidden (dot-segment) paths below the requested prefix are not announced (docs/wire.md §4.2).
-    fn visible(&self, path: &Path) -> bool {
+    pub fn visible(&self, path: &Path) -> bool {
         let permitted = self.access.as_ref().is_none_or(|access| {
             path.strip_prefix(&self.root)
                 .is_some_and(|wire| access.can_subscribe(&wire))
@@ -223,6 +223,6 @@ impl View {
     }
 }
 
-fn has_hidden(path: &Path) -> bool {
+pub(crate) fn has_hidden(path: &Path) -> bool {
     path.segments().any(|s| s.starts_with('.'))
 }

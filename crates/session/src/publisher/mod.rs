@@ -18,8 +18,9 @@ use crate::session::Shared;
 use crate::writer::Writer;
 
 pub(crate) use announce::announce;
+pub(crate) use announce::View;
 pub(crate) use probe::probe;
-pub(crate) use subscribe::{send_order, subscribe};
+pub(crate) use subscribe::{resolve, send_order, subscribe};
 
 /// A request stream's one message; one that fails to decode is dropped with CANCELLED, as
 /// moq-net does (docs/wire.md §9).

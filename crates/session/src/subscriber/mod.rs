@@ -37,7 +37,11 @@ pub(crate) async fn serve_requests<T: Transport>(
         let task_broadcast = broadcast.clone();
         shared.spawn(async move {
             let track = request.track().clone();
-            let result = pull(&task_shared, &task_wire, &request).await;
+            let result = if task_shared.ietf.is_some() {
+                crate::ietf::pull(&task_shared, &task_wire, &request).await
+            } else {
+                pull(&task_shared, &task_wire, &request).await
+            };
             task_broadcast.remove_track(&track);
             drop(track);
             match result {
@@ -79,7 +83,7 @@ fn source_lost(err: &Error) -> bool {
 }
 
 /// How a pull ended without error.
-enum Pulled {
+pub(crate) enum Pulled {
     /// The publisher ended the track.
     Finished,
     /// The last reader left.
@@ -96,16 +100,7 @@ async fn pull<T: Transport>(
 ) -> Result<Pulled, Error> {
     let track = request.track();
     let limits = &shared.config.limits;
-    // Ready once no reader is left and none came back within the linger.
-    let unused = async {
-        loop {
-            track.unused().await;
-            tokio::time::sleep(limits.linger).await;
-            if track.consumers() == 0 {
-                return;
-            }
-        }
-    };
+    let unused = unused(track, limits.linger);
     tokio::pin!(unused);
     let known = track.info();
     if known.is_none() || request.is_handover() {
@@ -300,9 +295,21 @@ pub(crate) const LEGACY_TRACK_INFO: TrackInfo = TrackInfo {
     timescale: 1000,
 };
 
-struct Unregister<T: Transport> {
-    shared: Arc<Shared<T>>,
-    id: u64,
+/// Ready once no reader of `track` is left and none came back within `linger`.
+pub(crate) async fn unused(track: &starling_model::TrackProducer, linger: Duration) {
+    loop {
+        track.unused().await;
+        tokio::time::sleep(linger).await;
+        if track.consumers() == 0 {
+            return;
+        }
+    }
+}
+
+/// Forgets an upstream subscription (by subscribe id or IETF track alias) when dropped.
+pub(crate) struct Unregister<T: Transport> {
+    pub shared: Arc<Shared<T>>,
+    pub id: u64,
 }
 
 impl<T: Transport> Drop for Unregister<T> {

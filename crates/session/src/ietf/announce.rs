@@ -1,0 +1,348 @@
+//! Telling an IETF peer what the origin we publish holds (docs/wire-ietf.md §4.10, §4.11,
+//! §8): in answer to its SUBSCRIBE_NAMESPACE (NAMESPACE and NAMESPACE_DONE on the request
+//! from 16; a PUBLISH_NAMESPACE request per broadcast on 14 and 15), and unasked, one
+//! PUBLISH_NAMESPACE per broadcast, to a peer that does not solicit (MoQ Solicit absent or 0).
+//!
+//! A broadcast is advertised to the peer once per session whichever way it went; the cluster
+//! parameters (hop path with our hop last, warm cost) go to a peer that declared MoQ Cluster.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use starling_model::Announced;
+use starling_proto::ietf::namespace::{
+    Advertisement, ClusterParams, Namespace, NamespaceDone, PublishNamespace, PublishNamespaceDone,
+    SubscribeNamespace,
+};
+use starling_proto::ietf::reply::{Refused, RequestOk};
+use starling_proto::ietf::Control;
+use starling_proto::{Hops, Path};
+use starling_transport::Transport;
+use tokio_util::sync::CancellationToken;
+
+use super::request::Request;
+use crate::error::Error;
+use crate::publisher::View;
+use crate::session::Shared;
+
+/// How matches reach the peer.
+enum Mode<'a, T: Transport> {
+    /// A PUBLISH_NAMESPACE request each (unasked, or answering on 14 and 15).
+    Requests,
+    /// NAMESPACE / NAMESPACE_DONE on the SUBSCRIBE_NAMESPACE request (16 on).
+    Inline(&'a mut Request<T>),
+}
+
+/// What one view has told the peer.
+struct Told {
+    /// By absolute path: the advertisement's stop (Requests mode), or nothing (Inline).
+    live: HashMap<Path, Option<CancellationToken>>,
+}
+
+/// The cluster parameters of an advertisement to this peer.
+fn cluster_of<T: Transport>(shared: &Shared<T>, announced: &Announced) -> Option<ClusterParams> {
+    let state = shared.ietf().ok()?;
+    if !state.peer_clusters() {
+        return None;
+    }
+    let mut hops = Hops::from_vec(announced.route.hops.to_vec()).ok()?;
+    hops.push(shared.config.hop).ok()?;
+    Some(ClusterParams {
+        hop_path: Some(hops),
+        route_cost: Some(announced.route.cost.warm),
+    })
+}
+
+impl Told {
+    async fn start<T: Transport>(
+        &mut self,
+        shared: &Arc<Shared<T>>,
+        view: &View,
+        mode: &mut Mode<'_, T>,
+        announced: &Announced,
+    ) -> Result<(), Error> {
+        let path = announced.path.clone();
+        let cluster = cluster_of(shared, announced);
+        match mode {
+            Mode::Inline(request) => {
+                request
+                    .send(&Control::Namespace(Namespace {
+                        suffix: view.suffix(&path),
+                        cluster,
+                    }))
+                    .await?;
+                self.live.insert(path, None);
+            }
+            Mode::Requests => {
+                let state = shared.ietf()?;
+                if !state.advertised.lock().insert(path.clone()) {
+                    // Already advertised to this peer the other way.
+                    return Ok(());
+                }
+                let wire = path
+                    .strip_prefix(&shared.config.root)
+                    .unwrap_or_else(|| path.clone());
+                let stop = CancellationToken::new();
+                let task_stop = stop.clone();
+                let task = shared.clone();
+                let task_path = path.clone();
+                shared.spawn(async move {
+                    advertisement(&task, wire, cluster.unwrap_or_default(), task_stop).await;
+                    if let Ok(state) = task.ietf() {
+                        state.advertised.lock().remove(&task_path);
+                    }
+                });
+                self.live.insert(path, Some(stop));
+            }
+        }
+        Ok(())
+    }
+
+    async fn end<T: Transport>(
+        &mut self,
+        view: &View,
+        mode: &mut Mode<'_, T>,
+        path: &Path,
+    ) -> Result<(), Error> {
+        match (self.live.remove(path), mode) {
+            (Some(None), Mode::Inline(request)) => {
+                request
+                    .send(&Control::NamespaceDone(NamespaceDone {
+                        suffix: view.suffix(path),
+                    }))
+                    .await
+            }
+            (Some(Some(stop)), _) => {
+                stop.cancel();
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn end_all(&mut self) {
+        for (_, stop) in self.live.drain() {
+            if let Some(stop) = stop {
+                stop.cancel();
+            }
+        }
+    }
+}
+
+/// Follow `view`: what is announced now, then every change; in Inline mode until the
+/// request ends, else until the session does.
+async fn follow<T: Transport>(
+    shared: &Arc<Shared<T>>,
+    view: &View,
+    mut mode: Mode<'_, T>,
+) -> Result<(), Error> {
+    let exclude = shared.peer.exclude_hop();
+    let interest = view.origin.interest(view.prefix.clone())?;
+    let mut told = Told {
+        live: HashMap::new(),
+    };
+    let result = async {
+        for announced in view
+            .origin
+            .announced_forwardable(&view.prefix, exclude, view.max_hops)
+        {
+            if view.visible(&announced.path) {
+                told.start(shared, view, &mut mode, &announced).await?;
+            }
+        }
+        let mut changed = Vec::new();
+        loop {
+            let ended_with = match &mut mode {
+                Mode::Inline(request) => tokio::select! {
+                    _ = interest.changed(&mut changed) => None,
+                    result = ended(request) => Some(result),
+                },
+                Mode::Requests => {
+                    interest.changed(&mut changed).await;
+                    None
+                }
+            };
+            if let Some(result) = ended_with {
+                return result;
+            }
+            for path in changed.drain(..) {
+                if !view.visible(&path) {
+                    continue;
+                }
+                match view.origin.forwardable(&path, exclude, view.max_hops) {
+                    Some(now) if !told.live.contains_key(&path) => {
+                        told.start(shared, view, &mut mode, &now).await?;
+                    }
+                    Some(_) => {}
+                    None => told.end(view, &mut mode, &path).await?,
+                }
+            }
+        }
+    }
+    .await;
+    told.end_all();
+    result
+}
+
+/// Resolves once the SUBSCRIBE_NAMESPACE request ends: UNSUBSCRIBE_NAMESPACE or its close
+/// (14-16), the subscriber's FIN (17, 18) or STOP_SENDING (19 on, where a FIN only ends the
+/// updates).
+async fn ended<T: Transport>(request: &mut Request<T>) -> Result<(), Error> {
+    let draft = request.draft()?;
+    loop {
+        match request.recv().await {
+            // From 19 a FIN ends only the updates; STOP_SENDING follows to cancel.
+            Ok(None) if draft >= starling_proto::ietf::Draft::D19 => {}
+            Ok(None) | Ok(Some(Control::UnsubscribeNamespace(_))) | Err(Error::Transport(_)) => {
+                return Ok(())
+            }
+            Ok(Some(_)) => {
+                return Err(Error::ProtocolViolation(
+                    "unexpected message on SUBSCRIBE_NAMESPACE",
+                ))
+            }
+            Err(err) => return Err(err),
+        }
+    }
+}
+
+/// Answer the peer's SUBSCRIBE_NAMESPACE: OK (even for a prefix outside its grant, which
+/// then matches nothing), then what matches, for as long as the request lives.
+pub(crate) async fn subscribe_namespace<T: Transport>(
+    shared: &Arc<Shared<T>>,
+    request: &mut Request<T>,
+    msg: SubscribeNamespace,
+) -> Result<(), Error> {
+    let state = shared.ietf()?;
+    let draft = state.draft;
+    let limits = &shared.config.limits;
+    let _slot = Shared::<T>::take_slot(&shared.announce_interests, limits.max_announce_interests)
+        .ok_or(Error::Bound("announce interests"))?;
+    request
+        .send(&Control::RequestOk {
+            answers: Some(Refused::SubscribeNamespace),
+            ok: RequestOk {
+                request_id: msg.request_id,
+            },
+        })
+        .await?;
+    let (true, Some(origin), Ok(prefix)) = (
+        shared.config.may_subscribe_under(&msg.prefix),
+        shared.config.publish.clone(),
+        shared.absolute(&msg.prefix),
+    ) else {
+        return ended(request).await;
+    };
+    let view = View {
+        origin,
+        prefix,
+        root: shared.config.root.clone(),
+        access: shared.config.access.clone(),
+        show_hidden: shared.config.cluster_peer || msg.hidden || !state.peer_hides(),
+        max_hops: shared.config.max_hops,
+    };
+    if draft.has_namespace_messages() {
+        follow(shared, &view, Mode::Inline(request)).await
+    } else {
+        // 14 and 15: PUBLISH_NAMESPACE requests, for as long as this request lives.
+        let stop = CancellationToken::new();
+        let task_stop = stop.clone();
+        let task_shared = shared.clone();
+        let follower = async move {
+            tokio::select! {
+                result = follow(&task_shared, &view, Mode::Requests) => result,
+                _ = task_stop.cancelled() => Ok(()),
+            }
+        };
+        let result = tokio::select! {
+            result = follower => result,
+            result = ended(request) => result,
+        };
+        stop.cancel();
+        result
+    }
+}
+
+/// Advertise every broadcast the peer may read, unasked, to a peer that does not solicit.
+pub(crate) async fn advertise<T: Transport>(shared: Arc<Shared<T>>) {
+    let Ok(state) = shared.ietf() else { return };
+    // A client's peer is known only once its SETUP arrived.
+    if state
+        .peer_setup(shared.config.limits.handshake_timeout)
+        .await
+        .is_err()
+        || state.peer_solicits()
+    {
+        return;
+    }
+    let Some(origin) = shared.config.publish.clone() else {
+        return;
+    };
+    let view = View {
+        origin,
+        prefix: shared.config.root.clone(),
+        root: shared.config.root.clone(),
+        access: shared.config.access.clone(),
+        show_hidden: shared.config.cluster_peer || !state.peer_hides(),
+        max_hops: shared.config.max_hops,
+    };
+    if let Err(err) = follow(&shared, &view, Mode::Requests).await {
+        tracing::debug!(?err, "advertising ended");
+    }
+}
+
+/// One PUBLISH_NAMESPACE of ours, held until `stop`: then withdrawn with DONE (14-16) or our
+/// FIN (17 on). A refusal or the peer's cancellation ends it.
+async fn advertisement<T: Transport>(
+    shared: &Arc<Shared<T>>,
+    namespace: Path,
+    cluster: ClusterParams,
+    stop: CancellationToken,
+) {
+    let Ok(draft) = shared.ietf().map(|s| s.draft) else {
+        return;
+    };
+    let by_namespace = (!draft.has_namespace_messages()).then(|| namespace.clone());
+    let opened = Request::open(shared, by_namespace, |id| {
+        Control::PublishNamespace(PublishNamespace {
+            request_id: id,
+            namespace: namespace.clone(),
+            cluster,
+        })
+    })
+    .await;
+    let mut request = match opened {
+        Ok(request) => request,
+        Err(err) => {
+            tracing::debug!(?err, %namespace, "PUBLISH_NAMESPACE not sent");
+            return;
+        }
+    };
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => {
+                if draft.has_control_stream() {
+                    let advertisement = if draft.has_namespace_messages() {
+                        Advertisement::Request(request.id)
+                    } else {
+                        Advertisement::Namespace(namespace.clone())
+                    };
+                    let _ = request
+                        .send(&Control::PublishNamespaceDone(PublishNamespaceDone { advertisement }))
+                        .await;
+                }
+                request.finish();
+                return;
+            }
+            msg = request.recv() => match msg {
+                Ok(Some(Control::RequestOk { .. })) => {}
+                Ok(Some(Control::RequestError { error, .. })) => {
+                    tracing::debug!(%namespace, reason = %error.reason, "PUBLISH_NAMESPACE refused");
+                    return;
+                }
+                // Cancelled, closed, or the peer broke the request: it is over.
+                _ => return,
+            }
+        }
+    }
+}

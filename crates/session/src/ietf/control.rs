@@ -1,0 +1,181 @@
+//! The shared control stream of drafts 14-16 (docs/wire-ietf.md §4.2): every message is
+//! routed by its request id to a virtual request stream, so the halves serve every draft the
+//! way they serve a stream per request from 17 on. A message that opens a request starts its
+//! handler; answers, updates and closings go to the request they name; MAX_REQUEST_ID and
+//! GOAWAY belong to the session; anything else ends it.
+
+use std::sync::Arc;
+
+use starling_proto::ietf::control::Control;
+use starling_proto::ietf::namespace::Advertisement;
+use starling_transport::Transport;
+use tokio::sync::mpsc;
+
+use super::request::{read_control, Request, ROUTE_QUEUE};
+use super::state::Route;
+use crate::error::Error;
+use crate::reader::Reader;
+use crate::session::Shared;
+
+/// Read the control stream until it or the session ends; its end ends the session.
+pub(crate) async fn run<T: Transport>(shared: Arc<Shared<T>>, mut reader: Reader<T::Recv>) {
+    let result: Result<(), Error> = async {
+        let draft = shared.ietf()?.draft;
+        let max = shared.config.limits.max_control_message;
+        loop {
+            match read_control(&mut reader, draft, max).await? {
+                Some(msg) => route(&shared, msg).await?,
+                None => return Err(Error::ProtocolViolation("control stream ended")),
+            }
+        }
+    }
+    .await;
+    if let Err(err) = result {
+        shared.fail(err);
+    }
+}
+
+/// Where one message goes.
+async fn route<T: Transport>(shared: &Arc<Shared<T>>, msg: Control) -> Result<(), Error> {
+    let state = shared.ietf()?;
+    let draft = state.draft;
+    tracing::trace!(?msg, "control message in");
+    match msg {
+        Control::Subscribe(ref m) => open(shared, m.request_id, None, msg.clone()).await,
+        Control::TrackStatus(ref m) => open(shared, m.request_id, None, msg.clone()).await,
+        Control::Fetch(ref m) => open(shared, m.request_id, None, msg.clone()).await,
+        Control::Publish(ref m) => open(shared, m.request_id, None, msg.clone()).await,
+        Control::PublishNamespace(ref m) => {
+            let namespace = (!draft.has_namespace_messages()).then(|| m.namespace.clone());
+            open(shared, m.request_id, namespace, msg.clone()).await
+        }
+        Control::SubscribeNamespace(ref m) => {
+            if draft.has_namespace_messages() {
+                // Draft 16 moved it to a stream of its own.
+                return Err(Error::ProtocolViolation(
+                    "SUBSCRIBE_NAMESPACE on the control stream",
+                ));
+            }
+            open(shared, m.request_id, None, msg.clone()).await
+        }
+        Control::SubscribeOk(ref m) => deliver(shared, m.request_id, msg.clone(), false),
+        Control::FetchOk(ref m) => deliver(shared, m.request_id, msg.clone(), false),
+        Control::PublishOk(ref m) => deliver(shared, m.request_id, msg.clone(), false),
+        Control::RequestOk { ref ok, .. } => deliver(shared, ok.request_id, msg.clone(), false),
+        // An update names the subscription it updates.
+        Control::RequestUpdate(ref m) => deliver(shared, m.subscription_id, msg.clone(), false),
+        Control::Unsubscribe(id) | Control::FetchCancel(id) | Control::UnsubscribeNamespace(id) => {
+            deliver(shared, id, msg, true)
+        }
+        Control::PublishDone(ref m) => deliver(shared, m.request_id, msg.clone(), true),
+        Control::RequestError { ref error, .. } => {
+            deliver(shared, error.request_id, msg.clone(), true)
+        }
+        // A withdrawal names an advertisement its sender made; a cancellation one its sender
+        // received (ours).
+        Control::PublishNamespaceDone(ref m) => {
+            let id = find(shared, &m.advertisement, false);
+            id.map_or(Ok(()), |id| deliver(shared, id, msg, true))
+        }
+        Control::PublishNamespaceCancel(ref m) => {
+            let id = find(shared, &m.advertisement, true);
+            id.map_or(Ok(()), |id| deliver(shared, id, msg, true))
+        }
+        Control::MaxRequestId(max) => state.raise_peer_max(max),
+        Control::Goaway(goaway) => super::goaway_received(shared, goaway.uri),
+        // The drafts let a blocked peer say so; credit is granted ahead of its requests, so
+        // there is nothing to do (moq-net closes the session on one, Starling does not).
+        Control::RequestsBlocked(_) => Ok(()),
+        _ => Err(Error::ProtocolViolation(
+            "unexpected message on the control stream",
+        )),
+    }
+}
+
+/// The request a withdrawal or cancellation names: by id from 16, by namespace (the first
+/// live one) on 14 and 15. An unknown one is ignored.
+fn find<T: Transport>(
+    shared: &Arc<Shared<T>>,
+    advertisement: &Advertisement,
+    ours: bool,
+) -> Option<u64> {
+    let state = shared.ietf().ok()?;
+    match advertisement {
+        Advertisement::Request(id) => Some(*id),
+        Advertisement::Namespace(namespace) => state
+            .routes
+            .lock()
+            .iter()
+            .filter(|(_, r)| r.ours == ours && r.namespace.as_ref() == Some(namespace))
+            .map(|(id, _)| *id)
+            .min(),
+    }
+}
+
+/// Hand a message to the request it names; `closes` ends the request after it. A message
+/// for no live request is dropped, as moq-net drops it (a PUBLISH_DONE after UNSUBSCRIBE).
+fn deliver<T: Transport>(
+    shared: &Arc<Shared<T>>,
+    id: u64,
+    msg: Control,
+    closes: bool,
+) -> Result<(), Error> {
+    let state = shared.ietf()?;
+    let mut routes = state.routes.lock();
+    let Some(route) = routes.get(&id) else {
+        return Ok(());
+    };
+    match route.tx.try_send(msg) {
+        Ok(()) => {}
+        Err(mpsc::error::TrySendError::Full(_)) => {
+            return Err(Error::Bound("messages queued for one request"))
+        }
+        // Its handler is gone; it is forgotten below.
+        Err(mpsc::error::TrySendError::Closed(_)) => {}
+    }
+    if closes {
+        routes.remove(&id);
+    }
+    Ok(())
+}
+
+/// A request the peer opened: its id is checked, a MAX_REQUEST_ID goes out when the window
+/// needs it, and its handler starts with the first message.
+async fn open<T: Transport>(
+    shared: &Arc<Shared<T>>,
+    id: u64,
+    namespace: Option<starling_proto::Path>,
+    first: Control,
+) -> Result<(), Error> {
+    let state = shared.ietf()?;
+    let grant = state.admit(id)?;
+    let (tx, rx) = mpsc::channel(ROUTE_QUEUE);
+    {
+        let mut routes = state.routes.lock();
+        if routes.contains_key(&id) {
+            return Err(Error::Session(
+                starling_proto::SessionCode::InvalidRequestId,
+                "request id in use",
+            ));
+        }
+        routes.insert(
+            id,
+            Route {
+                tx,
+                namespace,
+                ours: false,
+            },
+        );
+    }
+    if let Some(max) = grant {
+        let mut control = state.control.lock().await;
+        if let Some(writer) = control.as_mut() {
+            Control::MaxRequestId(max).encode(state.draft, writer.queued())?;
+            writer.flush().await?;
+        }
+    }
+    let request = Request::mux(shared.clone(), id, rx);
+    let task = shared.clone();
+    shared.spawn(async move { super::handle(task, request, first).await });
+    Ok(())
+}

@@ -1,0 +1,200 @@
+//! The drafts' data streams for Starling's groups (docs/wire-ietf.md §5): one subgroup-0
+//! stream per group, its frames as objects numbered from the group's first, each frame's
+//! timestamp as the Timestamp property; the end of a track as an END_OF_TRACK object on a
+//! stream of its own; a fetched group on a FETCH_HEADER stream. One writer of each, shared
+//! by every draft, and the reader of subgroup objects.
+
+use std::future::poll_fn;
+
+use starling_model::{Frame, GroupConsumer};
+use starling_proto::ietf::fetch_stream::{encode_header, FetchEntry, FetchObject, FetchSubgroup};
+use starling_proto::ietf::properties::ObjectProperties;
+use starling_proto::ietf::subgroup::{status, ObjectHeader, SubgroupFlags, SubgroupHeader};
+use starling_proto::ietf::Draft;
+use starling_proto::StreamCode;
+use starling_transport::SendStream;
+
+use crate::error::Error;
+use crate::writer::Writer;
+
+/// How a subscription's groups go out.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Subgroups {
+    pub draft: Draft,
+    pub alias: u64,
+    /// Publisher priority in the header (wire: lower is more urgent).
+    pub priority: u8,
+    /// Objects carry their properties (the timestamp).
+    pub properties: bool,
+}
+
+impl Subgroups {
+    fn header(&self, group: u64, first_object: bool, properties: bool) -> SubgroupHeader {
+        SubgroupHeader {
+            flags: SubgroupFlags {
+                properties,
+                first_object,
+                ..SubgroupFlags::default()
+            },
+            track_alias: self.alias,
+            group,
+            subgroup: 0,
+            priority: Some(self.priority),
+        }
+    }
+
+    /// Write `group` from its current frame to its end; the FIN ends the group. Each frame
+    /// counts into `sent` (frames, bytes).
+    pub async fn write_group<S: SendStream>(
+        &self,
+        writer: &mut Writer<S>,
+        group: &mut GroupConsumer,
+        mut sent: impl FnMut(usize),
+    ) -> Result<(), StreamCode> {
+        let first = group.frame_index() as u64;
+        self.header(group.sequence(), first == 0, self.properties)
+            .encode(self.draft, writer.queued())
+            .map_err(|_| StreamCode::Internal)?;
+        let mut next_id = first;
+        let mut frames = Vec::new();
+        loop {
+            let done = poll_fn(|cx| group.poll_frames(cx, &mut frames)).await?;
+            for frame in frames.drain(..) {
+                let size = frame.payload.len();
+                // The first object's delta is its id; contiguous ones follow at 0.
+                let id_delta = if next_id == first { first } else { 0 };
+                next_id += 1;
+                tokio::select! {
+                    written = self.write_object(writer, id_delta, frame) => written.map_err(stream_code)?,
+                    code = group.aborted() => return Err(code),
+                }
+                sent(size);
+            }
+            if done {
+                writer.flush().await.map_err(stream_code)?;
+                return Ok(());
+            }
+        }
+    }
+
+    async fn write_object<S: SendStream>(
+        &self,
+        writer: &mut Writer<S>,
+        id_delta: u64,
+        frame: Frame,
+    ) -> Result<(), Error> {
+        ObjectHeader {
+            id_delta,
+            properties: self.properties.then_some(ObjectProperties {
+                timestamp: Some(frame.timestamp),
+                timescale: None,
+            }),
+            length: frame.payload.len() as u64,
+            status: frame.payload.is_empty().then_some(status::NORMAL),
+        }
+        .encode(self.draft, writer.queued())?;
+        writer.write_payload(frame.payload).await
+    }
+
+    /// The track ended before group `end`: one stream whose only object, at 0, says
+    /// END_OF_TRACK (docs/wire-ietf.md §5.2).
+    pub async fn write_end<S: SendStream>(
+        &self,
+        writer: &mut Writer<S>,
+        end: u64,
+    ) -> Result<(), Error> {
+        self.header(end, true, false)
+            .encode(self.draft, writer.queued())?;
+        ObjectHeader {
+            id_delta: 0,
+            properties: None,
+            length: 0,
+            status: Some(status::END_OF_TRACK),
+        }
+        .encode(self.draft, writer.queued())?;
+        writer.flush().await?;
+        writer.finish()
+    }
+}
+
+/// Write one fetched group's `frames` (from object `first`) on a FETCH_HEADER stream for
+/// request `request_id`, then FIN.
+pub(crate) async fn write_fetch<S: SendStream>(
+    writer: &mut Writer<S>,
+    draft: Draft,
+    request_id: u64,
+    group: u64,
+    first: u64,
+    frames: Vec<Frame>,
+) -> Result<(), Error> {
+    encode_header(request_id, draft, writer.queued())?;
+    for (n, frame) in frames.into_iter().enumerate() {
+        let object = FetchObject {
+            subgroup: FetchSubgroup::Zero,
+            group: (n == 0).then_some(group),
+            object: (n == 0).then_some(first),
+            priority: (n == 0).then_some(0),
+            properties: None,
+            length: frame.payload.len() as u64,
+            status: (frame.payload.is_empty() && draft.has_fetch_object_status())
+                .then_some(status::NORMAL),
+        };
+        FetchEntry::Object(object).encode(draft, writer.queued())?;
+        writer.write_payload(frame.payload).await?;
+    }
+    writer.flush().await?;
+    writer.finish()
+}
+
+/// The stream code a failed write ends a group stream with.
+fn stream_code(err: Error) -> StreamCode {
+    match err {
+        Error::Stream(code) => code,
+        Error::Transport(starling_transport::TransportError::Stopped(code)) => {
+            StreamCode::from_code(code)
+        }
+        Error::Transport(_) => StreamCode::Cancelled,
+        _ => StreamCode::Internal,
+    }
+}
+
+/// An object read off a subgroup stream.
+pub(crate) struct Object {
+    pub id: u64,
+    /// An empty object's status (Normal for every object with a payload).
+    pub status: u64,
+    pub length: usize,
+    pub timestamp: Option<u64>,
+}
+
+/// Objects' ids on one subgroup stream: the first is absolute, each next a delta.
+#[derive(Default)]
+pub(crate) struct ObjectIds {
+    previous: Option<u64>,
+}
+
+impl ObjectIds {
+    /// The id an object header names.
+    pub fn next(&mut self, header: &ObjectHeader) -> Result<u64, Error> {
+        let id = match self.previous {
+            None => header.id_delta,
+            Some(prev) => prev
+                .checked_add(header.id_delta)
+                .and_then(|v| v.checked_add(1))
+                .ok_or(Error::ProtocolViolation("object id overflows"))?,
+        };
+        self.previous = Some(id);
+        Ok(id)
+    }
+}
+
+impl Object {
+    pub fn of(header: ObjectHeader, id: u64) -> Object {
+        Object {
+            id,
+            status: header.status.unwrap_or(status::NORMAL),
+            length: header.length as usize,
+            timestamp: header.properties.and_then(|p| p.timestamp),
+        }
+    }
+}

@@ -1,0 +1,351 @@
+//! The IETF moq-transport drafts 14 to 22 on the session layer (docs/wire-ietf.md §3-§7).
+//!
+//! An IETF session is a [`crate::Session`] like any other: the same origin, budget, bounds
+//! and counters, with the drafts' wire around them. Requests travel on the shared control
+//! stream (14-16, `control.rs`) or on a stream each (17 on); both look the same to the
+//! halves (`request.rs`). The publisher half serves SUBSCRIBE, FETCH and SUBSCRIBE_NAMESPACE
+//! from the origin we publish and advertises to peers that do not solicit; the subscriber
+//! half turns PUBLISH_NAMESPACE (and NAMESPACE) into routes and pulls tracks with SUBSCRIBE.
+//! PUBLISH, TRACK_STATUS and SUBSCRIBE_TRACKS are refused with NOT_SUPPORTED, as moq-relay
+//! refuses them.
+
+mod announce;
+mod control;
+mod data;
+mod publisher;
+mod request;
+mod setup;
+mod state;
+mod subscriber;
+
+use std::sync::Arc;
+
+use starling_proto::ietf::reply::{RefusalCode, Refused, RequestError};
+use starling_proto::ietf::stream::UniStream;
+use starling_proto::ietf::Control;
+use starling_proto::StreamCode;
+use starling_transport::Transport;
+
+use crate::budget::Rank;
+use crate::error::Error;
+use crate::reader::Reader;
+use crate::session::Shared;
+use crate::writer::Writer;
+
+pub(crate) use announce::advertise;
+pub(crate) use setup::send_goaway;
+pub(crate) use setup::{accept, connect, peer_of, start, Handshake, Started};
+pub(crate) use state::State;
+pub(crate) use subscriber::{pull, subscribe_namespace};
+
+use request::Request;
+
+/// Start the session's own tasks: reading the control stream (14-16) or the rest of the
+/// peer's SETUP stream (17 on, server side), advertising to a peer that does not solicit,
+/// and asking for announcements under the configured prefixes.
+pub(crate) fn begin<T: Transport>(
+    shared: &Arc<Shared<T>>,
+    recv: Option<(T::Recv, bytes::BytesMut)>,
+) {
+    let Ok(draft) = shared.ietf().map(|s| s.draft) else {
+        return;
+    };
+    if let Some((recv, rest)) = recv {
+        let mut reader = Reader::new(recv, shared.version, &shared.budget, Rank::Control);
+        if let Err(err) = reader.prefill(&rest) {
+            shared.fail(err);
+            return;
+        }
+        let task = shared.clone();
+        if draft.has_control_stream() {
+            shared.spawn(async move { control::run(task, reader).await });
+        } else {
+            shared.spawn(async move {
+                if let Err(err) = setup::setup_stream_tail(&task, reader).await {
+                    task.fail(err);
+                }
+            });
+        }
+    }
+    if shared.config.publish.is_some() {
+        let task = shared.clone();
+        shared.spawn(async move { advertise(task).await });
+    }
+    if shared.config.consume.is_some() {
+        for prefix in shared.config.announce_prefixes.clone() {
+            let task = shared.clone();
+            shared.spawn(async move { subscribe_namespace(task, prefix).await });
+        }
+    }
+}
+
+/// Serve one request the peer opened, from its first message.
+pub(crate) async fn handle<T: Transport>(
+    shared: Arc<Shared<T>>,
+    mut request: Request<T>,
+    first: Control,
+) {
+    let result = match first {
+        Control::Subscribe(msg) => publisher::subscribe(&shared, &mut request, msg).await,
+        Control::Fetch(msg) => publisher::fetch(&shared, &mut request, msg).await,
+        Control::SubscribeNamespace(msg) => {
+            announce::subscribe_namespace(&shared, &mut request, msg).await
+        }
+        Control::PublishNamespace(msg) => {
+            subscriber::publish_namespace(&shared, &mut request, msg).await
+        }
+        Control::TrackStatus(_) => {
+            refuse(
+                &mut request,
+                Refused::TrackStatus,
+                RefusalCode::NotSupported,
+                "TRACK_STATUS is not supported",
+            )
+            .await
+        }
+        Control::Publish(_) => {
+            refuse(
+                &mut request,
+                Refused::Publish,
+                RefusalCode::NotSupported,
+                "PUBLISH is not supported",
+            )
+            .await
+        }
+        Control::SubscribeTracks => {
+            refuse(
+                &mut request,
+                Refused::Subscribe,
+                RefusalCode::NotSupported,
+                "SUBSCRIBE_TRACKS is not supported",
+            )
+            .await
+        }
+        _ => Err(Error::ProtocolViolation(
+            "a request stream opened with a reply",
+        )),
+    };
+    if let Err(err) = result {
+        tracing::debug!(?err, id = request.id, "IETF request failed");
+        if fatal(&err) {
+            shared.fail(err);
+        } else {
+            request.reset(wire_stream_code(err.stream_code(), shared.ietf_draft()));
+        }
+    }
+}
+
+/// Whether a request's error ends the session: what the peer sent broke the protocol.
+fn fatal(err: &Error) -> bool {
+    matches!(
+        err,
+        Error::Decode(_) | Error::ProtocolViolation(_) | Error::Session(..) | Error::Bound(_)
+    )
+}
+
+/// Refuse a request with REQUEST_ERROR (draft 14: the request's own error message) and end
+/// our side of it.
+pub(crate) async fn refuse<T: Transport>(
+    request: &mut Request<T>,
+    refused: Refused,
+    code: RefusalCode,
+    reason: &str,
+) -> Result<(), Error> {
+    let draft = request.draft()?;
+    let msg = Control::RequestError {
+        answers: Some(refused),
+        error: RequestError {
+            request_id: request.id,
+            code: code.code(draft, refused),
+            retry_interval: 0,
+            reason: reason.to_string(),
+        },
+    };
+    request.send(&msg).await?;
+    request.finish();
+    Ok(())
+}
+
+/// The refusal a lite stream code from the model stands for.
+pub(crate) fn refusal_for(code: StreamCode) -> RefusalCode {
+    match code {
+        StreamCode::NotFound | StreamCode::Unroutable => RefusalCode::DoesNotExist,
+        StreamCode::GoingAway => RefusalCode::GoingAway,
+        StreamCode::ControlTimeout => RefusalCode::Timeout,
+        _ => RefusalCode::InternalError,
+    }
+}
+
+/// A lite stream code as the draft can say it (docs/wire-ietf.md §6.2): what the draft does
+/// not register is INTERNAL_ERROR.
+pub(crate) fn wire_stream_code(
+    code: StreamCode,
+    draft: Option<starling_proto::ietf::Draft>,
+) -> u32 {
+    use starling_proto::ietf::Draft;
+    let draft = draft.unwrap_or(Draft::D14);
+    match code.to_code() {
+        c @ 0..=3 => c,
+        4 if draft >= Draft::D18 => 4,
+        5 if draft >= Draft::D17 => 5,
+        0x12 if draft >= Draft::D16 => 0x12,
+        _ => 0,
+    }
+}
+
+/// A lite stream code for one the peer reset or stopped with (docs/wire-ietf.md §6.2).
+pub(crate) fn lite_stream_code(code: u32, draft: starling_proto::ietf::Draft) -> StreamCode {
+    StreamCode::from_code(wire_stream_code(StreamCode::from_code(code), Some(draft)))
+}
+
+/// The peer sent GOAWAY; a second one is a protocol violation.
+pub(crate) fn goaway_received<T: Transport>(shared: &Shared<T>, uri: String) -> Result<(), Error> {
+    tracing::info!(%uri, "peer is going away");
+    {
+        let mut slot = shared.goaway.lock();
+        if slot.is_some() {
+            return Err(Error::ProtocolViolation("second GOAWAY"));
+        }
+        *slot = Some(uri);
+    }
+    shared.goaway_received.notify_waiters();
+    Ok(())
+}
+
+/// Accept the peer's streams and datagrams until the session ends.
+pub(crate) async fn drive<T: Transport>(shared: Arc<Shared<T>>) -> Result<(), Error> {
+    let mut datagrams = true;
+    loop {
+        tokio::select! {
+            _ = shared.cancel.cancelled() => return Ok(()),
+            bi = shared.transport.accept_bi() => {
+                let (send, recv) = bi?;
+                let task = shared.clone();
+                shared.spawn(async move { request_stream(task, send, recv).await });
+            }
+            uni = shared.transport.accept_uni() => {
+                let recv = uni?;
+                let task = shared.clone();
+                shared.spawn(async move { uni_stream(task, recv).await });
+            }
+            datagram = shared.transport.recv_datagram(), if datagrams => match datagram {
+                Ok(datagram) => subscriber::datagram(&shared, datagram)?,
+                Err(_) => datagrams = false,
+            },
+        }
+    }
+}
+
+/// A bidi stream the peer opened: a request on its own stream (17 on; SUBSCRIBE_NAMESPACE
+/// on 16, and any request on 14-16 as moq-net serves them). Its first message says which;
+/// a stream that dies first is dropped, bytes that do not parse end the session.
+async fn request_stream<T: Transport>(shared: Arc<Shared<T>>, send: T::Send, recv: T::Recv) {
+    let result: Result<(), Error> = async {
+        let state = shared.ietf()?;
+        let draft = state.draft;
+        let limits = &shared.config.limits;
+        // A request waits for the peer's SETUP (a client on 17 on may be ahead of it).
+        state.peer_setup(limits.handshake_timeout).await?;
+        let mut reader = Reader::new(recv, shared.version, &shared.budget, Rank::Unknown);
+        let first =
+            match request::read_control(&mut reader, draft, limits.max_control_message).await {
+                Ok(Some(first)) => first,
+                Ok(None) | Err(Error::Transport(_)) => return Ok(()),
+                Err(err) => return Err(err),
+            };
+        reader.set_rank(Rank::Control);
+        // SUBSCRIBE_TRACKS is refused unread: it names no id Starling keeps.
+        let id = match first {
+            Control::SubscribeTracks => 0,
+            ref other => {
+                let id = first_request_id(other).ok_or(Error::ProtocolViolation(
+                    "a request stream opened with a reply",
+                ))?;
+                state.admit(id)?;
+                id
+            }
+        };
+        let mut writer = Writer::new(send, shared.version);
+        writer.set_priority(i32::MAX);
+        let request = Request::stream(shared.clone(), id, reader, writer);
+        handle(shared.clone(), request, first).await;
+        Ok(())
+    }
+    .await;
+    if let Err(err) = result {
+        shared.fail(err);
+    }
+}
+
+/// The request id of a message that opens a request.
+fn first_request_id(msg: &Control) -> Option<u64> {
+    match msg {
+        Control::Subscribe(m) | Control::TrackStatus(m) => Some(m.request_id),
+        Control::Fetch(m) => Some(m.request_id),
+        Control::Publish(m) => Some(m.request_id),
+        Control::PublishNamespace(m) => Some(m.request_id),
+        Control::SubscribeNamespace(m) => Some(m.request_id),
+        _ => None,
+    }
+}
+
+/// A uni stream the peer opened: a subgroup, a fetch, the server's SETUP (17 on, client
+/// side) or padding. Any other type ends the session (docs/wire-ietf.md §3.1).
+async fn uni_stream<T: Transport>(shared: Arc<Shared<T>>, recv: T::Recv) {
+    let result: Result<(), Error> = async {
+        let draft = shared.ietf()?.draft;
+        let mut reader = Reader::new(recv, shared.version, &shared.budget, Rank::Unknown);
+        let code = match reader
+            .unit(|buf| {
+                Ok(starling_proto::varint::peek_as(
+                    starling_proto::coding::Wire::flavor(draft),
+                    buf,
+                )?
+                // Peeked, not consumed: each kind's reader starts at the type.
+                .map(|(v, _)| v))
+            })
+            .await
+        {
+            Ok(Some(code)) => code,
+            // Dead before its type: dropped quietly.
+            Ok(None) | Err(Error::Transport(_)) => return Ok(()),
+            Err(err) => return Err(err),
+        };
+        match UniStream::classify(code, draft)? {
+            UniStream::Subgroup(flags) => {
+                subscriber::subgroup(&shared, &mut reader, flags).await;
+                Ok(())
+            }
+            UniStream::Fetch => {
+                // Starling asks no FETCH of its peers yet: nothing can be waiting for it.
+                reader.stop(StreamCode::Cancelled.to_code());
+                Ok(())
+            }
+            UniStream::Setup => setup::peer_setup_stream(&shared, reader).await,
+            UniStream::Padding => {
+                while reader
+                    .unit(|buf| {
+                        let n = buf.len();
+                        Ok((n > 0).then(|| {
+                            let _ = buf.split_to(n);
+                        }))
+                    })
+                    .await?
+                    .is_some()
+                {}
+                Ok(())
+            }
+        }
+    }
+    .await;
+    if let Err(err) = result {
+        shared.fail(err);
+    }
+}
+
+impl<T: Transport> Shared<T> {
+    /// The draft, on an IETF session.
+    pub(crate) fn ietf_draft(&self) -> Option<starling_proto::ietf::Draft> {
+        self.ietf.as_ref().map(|s| s.draft)
+    }
+}

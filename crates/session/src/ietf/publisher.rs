@@ -1,0 +1,518 @@
+//! The publisher half of an IETF session: SUBSCRIBE and FETCH served from the origin we
+//! publish (docs/wire-ietf.md §4.3-§4.12, §7.4 item 2).
+//!
+//! A subscription starts at the start of the latest group, reported with no Largest
+//! Location, so a subscriber expects no joining FETCH or fill and takes every group from its
+//! first object (the whole current group for a late joiner, head and tail in one stream).
+//! Groups go out one stream each, in their own tasks, a bounded number in flight (the oldest
+//! is reset past it, as on lite); a finished track ends with an END_OF_TRACK stream and
+//! PUBLISH_DONE counting every stream. A FETCH is served for one cached group.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use starling_model::{GroupConsumer, StartAt};
+use starling_proto::ietf::fetch::{Fetch, FetchKind, FetchOk};
+use starling_proto::ietf::fields::GroupOrder;
+use starling_proto::ietf::properties::TrackProperties;
+use starling_proto::ietf::reply::{RefusalCode, Refused, RequestOk};
+use starling_proto::ietf::subscribe::{PublishDone, RequestUpdate, Subscribe, SubscribeOk};
+use starling_proto::ietf::{Control, Filter, Location};
+use starling_proto::StreamCode;
+use starling_transport::Transport;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::data::{write_fetch, Subgroups};
+use super::request::Request;
+use super::{refusal_for, refuse, wire_stream_code};
+use crate::error::Error;
+use crate::publisher::{resolve, send_order};
+use crate::session::Shared;
+use crate::writer::Writer;
+
+/// PUBLISH_DONE status codes (docs/wire-ietf.md §6.4).
+mod done {
+    pub const INTERNAL_ERROR: u64 = 0x0;
+    pub const TRACK_ENDED: u64 = 0x2;
+    pub const UPDATE_FAILED: u64 = 0x8;
+}
+
+/// Where a subscription starts in the cache (model terms) for its filter.
+fn start_of(msg: &Subscribe) -> StartAt {
+    let priority = 255 - msg.priority;
+    match msg.filter {
+        Filter::Absolute { start, .. } => StartAt {
+            max_age_ms: u64::MAX / 4,
+            latest: false,
+            floor: Some(start.group),
+            priority,
+        },
+        _ => StartAt {
+            max_age_ms: 0,
+            latest: true,
+            floor: None,
+            priority,
+        },
+    }
+}
+
+/// The last group an Absolute filter with an end asks for.
+fn end_of(msg: &Subscribe) -> Option<u64> {
+    match msg.filter {
+        Filter::Absolute { end: Some(end), .. } => Some(end.group),
+        _ => None,
+    }
+}
+
+struct InFlight {
+    task: JoinHandle<()>,
+    abort: CancellationToken,
+}
+
+pub(crate) async fn subscribe<T: Transport>(
+    shared: &Arc<Shared<T>>,
+    request: &mut Request<T>,
+    msg: Subscribe,
+) -> Result<(), Error> {
+    let draft = request.draft()?;
+    let limits = &shared.config.limits;
+    let refused = |reason| (Refused::Subscribe, RefusalCode::NotSupported, reason);
+    let unsupported = if !msg.forward {
+        Some(refused("FORWARD 0 is not supported"))
+    } else if msg.range_filters || msg.fill.as_ref().is_some_and(|f| f.range_filters) {
+        Some(refused("range filters are not supported"))
+    } else {
+        None
+    };
+    if let Some((kind, code, reason)) = unsupported {
+        return refuse(request, kind, code, reason).await;
+    }
+    let Some(_slot) = Shared::<T>::take_slot(
+        &shared.served_subscriptions,
+        limits.max_served_subscriptions,
+    ) else {
+        return refuse(
+            request,
+            Refused::Subscribe,
+            RefusalCode::InternalError,
+            "too many subscriptions",
+        )
+        .await;
+    };
+    let mut track = match resolve(shared, &msg.namespace, &msg.track, Some(start_of(&msg))) {
+        Ok(track) => track,
+        Err(Error::Stream(code)) => {
+            return refuse(
+                request,
+                Refused::Subscribe,
+                refusal_for(code),
+                "no such track",
+            )
+            .await
+        }
+        Err(err) => return Err(err),
+    };
+    let info = match tokio::time::timeout(limits.request_timeout, track.info()).await {
+        Ok(Ok(info)) => info,
+        Ok(Err(code)) => {
+            return refuse(
+                request,
+                Refused::Subscribe,
+                refusal_for(code),
+                "no such track",
+            )
+            .await
+        }
+        Err(_) => {
+            return refuse(
+                request,
+                Refused::Subscribe,
+                RefusalCode::Timeout,
+                "track timed out",
+            )
+            .await
+        }
+    };
+    let alias = msg.request_id;
+    request
+        .send(&Control::SubscribeOk(SubscribeOk {
+            request_id: msg.request_id,
+            track_alias: alias,
+            largest: None,
+            properties: TrackProperties {
+                timescale: Some(info.timescale),
+                priority: Some(255 - info.priority),
+                group_order: Some(GroupOrder::Descending),
+            },
+        }))
+        .await?;
+
+    let subgroups = Subgroups {
+        draft,
+        alias,
+        priority: 255 - info.priority,
+        properties: msg.include_properties,
+    };
+    let (priority_tx, priority) = tokio::sync::watch::channel(255 - msg.priority);
+    let last_group = end_of(&msg);
+    let opened = Arc::new(AtomicU64::new(0));
+    let mut inflight: VecDeque<InFlight> = VecDeque::new();
+    let mut base = None;
+    let outcome: Result<Option<u64>, (u64, Error)> = loop {
+        inflight.retain(|g| !g.task.is_finished());
+        tokio::select! {
+            event = request.recv() => match event {
+                Ok(Some(Control::RequestUpdate(update))) => {
+                    match priority_only(&update) {
+                        Some(wire) => {
+                            if let Some(wire) = wire {
+                                priority_tx.send_replace(255 - wire);
+                            }
+                            if draft.has_namespace_messages() {
+                                let ok = Control::RequestOk { answers: None, ok: RequestOk { request_id: update.request_id } };
+                                request.send(&ok).await?;
+                            }
+                        }
+                        None => {
+                            refuse_update(request, &update).await?;
+                            break Err((done::UPDATE_FAILED, Error::Stream(StreamCode::Cancelled)));
+                        }
+                    }
+                }
+                // UNSUBSCRIBE (14-16), or the request closed on the control stream.
+                Ok(Some(Control::Unsubscribe(_))) | Ok(None) if draft.has_control_stream() => {
+                    cancel_all(&mut inflight);
+                    return Ok(());
+                }
+                Ok(None) if draft < starling_proto::ietf::Draft::D19 => {
+                    // 17 and 18: the subscriber's FIN cancels.
+                    cancel_all(&mut inflight);
+                    request.finish();
+                    return Ok(());
+                }
+                // From 19 the subscriber's FIN says only that no update follows.
+                Ok(None) => {}
+                Ok(Some(_)) => return Err(Error::ProtocolViolation("unexpected message on a subscription")),
+                // STOP_SENDING or a reset: cancelled.
+                Err(Error::Transport(_)) => {
+                    cancel_all(&mut inflight);
+                    request.finish();
+                    return Ok(());
+                }
+                Err(err) => return Err(err),
+            },
+            next = track.next_group() => match next {
+                Ok(Some(group)) => {
+                    if last_group.is_some_and(|last| group.sequence() > last) {
+                        break Ok(Some(group.sequence()));
+                    }
+                    let base = *base.get_or_insert(group.sequence());
+                    while inflight.len() >= limits.max_inflight_groups.max(1) {
+                        if let Some(old) = inflight.pop_front() {
+                            shared.stats.groups_skipped.fetch_add(1, Ordering::Relaxed);
+                            old.abort.cancel();
+                        }
+                    }
+                    let abort = CancellationToken::new();
+                    let task = tokio::spawn(send_group(
+                        shared.clone(),
+                        subgroups,
+                        group,
+                        base,
+                        priority.clone(),
+                        abort.clone(),
+                        opened.clone(),
+                    ));
+                    inflight.push_back(InFlight { task, abort });
+                }
+                Ok(None) => break Ok(track.end()),
+                Err(code) => break Err((done::INTERNAL_ERROR, Error::Stream(code))),
+            },
+        }
+    };
+    match outcome {
+        Ok(end) => {
+            for g in inflight.drain(..) {
+                let _ = g.task.await;
+            }
+            if let Some(end) = end {
+                if let Ok(stream) = shared.transport.open_uni().await {
+                    opened.fetch_add(1, Ordering::Relaxed);
+                    let mut writer = Writer::new(stream, shared.version);
+                    subgroups.write_end(&mut writer, end).await?;
+                }
+            }
+            finish(
+                request,
+                msg.request_id,
+                done::TRACK_ENDED,
+                opened.load(Ordering::Relaxed),
+                "",
+            )
+            .await
+        }
+        Err((status, err)) => {
+            cancel_all(&mut inflight);
+            let reason = err.to_string();
+            finish(
+                request,
+                msg.request_id,
+                status,
+                opened.load(Ordering::Relaxed),
+                &reason,
+            )
+            .await
+        }
+    }
+}
+
+/// A REQUEST_UPDATE that changes only the priority (and keeps FORWARD on): its new wire
+/// priority (`None`: unchanged). Anything else is refused (docs/wire-ietf.md §4.6).
+fn priority_only(update: &RequestUpdate) -> Option<Option<u8>> {
+    let other = update.start.is_some()
+        || update.end_group.is_some()
+        || update.forward == Some(false)
+        || update.filter.is_some()
+        || update.fill.is_some()
+        || update.delivery_timeout.is_some()
+        || update.subgroup_delivery_timeout.is_some()
+        || update.new_group_request.is_some()
+        || !update.authorization_tokens.is_empty()
+        || update.range_filters
+        || update.hop_path.is_some()
+        || update.route_cost.is_some();
+    (!other).then_some(update.priority)
+}
+
+async fn refuse_update<T: Transport>(
+    request: &mut Request<T>,
+    update: &RequestUpdate,
+) -> Result<(), Error> {
+    let draft = request.draft()?;
+    if !draft.has_namespace_messages() {
+        // SUBSCRIBE_UPDATE (14, 15) has no answer.
+        return Ok(());
+    }
+    let error = starling_proto::ietf::reply::RequestError {
+        request_id: update.request_id,
+        code: RefusalCode::NotSupported.code(draft, Refused::Subscribe),
+        retry_interval: 0,
+        reason: "only the priority can be updated".to_string(),
+    };
+    request
+        .send(&Control::RequestError {
+            answers: None,
+            error,
+        })
+        .await
+}
+
+fn cancel_all(inflight: &mut VecDeque<InFlight>) {
+    for g in inflight.drain(..) {
+        g.abort.cancel();
+    }
+}
+
+/// PUBLISH_DONE, then our FIN, then wait (bounded) for the subscriber's.
+async fn finish<T: Transport>(
+    request: &mut Request<T>,
+    request_id: u64,
+    status: u64,
+    streams: u64,
+    reason: &str,
+) -> Result<(), Error> {
+    request
+        .send(&Control::PublishDone(PublishDone {
+            request_id,
+            status,
+            stream_count: streams,
+            reason: reason.chars().take(256).collect(),
+        }))
+        .await?;
+    request.finish();
+    Ok(())
+}
+
+/// Write one group on its own stream; reset it with the draft's code when it cannot complete.
+async fn send_group<T: Transport>(
+    shared: Arc<Shared<T>>,
+    subgroups: Subgroups,
+    mut group: GroupConsumer,
+    base: u64,
+    mut priority: tokio::sync::watch::Receiver<u8>,
+    abort: CancellationToken,
+    opened: Arc<AtomicU64>,
+) {
+    let stream = tokio::select! {
+        _ = abort.cancelled() => return,
+        _ = shared.cancel.cancelled() => return,
+        stream = shared.transport.open_uni() => match stream {
+            Ok(stream) => stream,
+            Err(_) => return,
+        },
+    };
+    opened.fetch_add(1, Ordering::Relaxed);
+    let mut writer = Writer::new(stream, shared.version);
+    let sequence = group.sequence();
+    writer.set_priority(send_order(*priority.borrow_and_update(), sequence, base));
+    let stats = &shared.stats;
+    let result = tokio::select! {
+        _ = abort.cancelled() => Err(StreamCode::TooFarBehind),
+        _ = shared.cancel.cancelled() => Err(StreamCode::SessionClosed),
+        result = subgroups.write_group(&mut writer, &mut group, |size| {
+            stats.frames_sent.fetch_add(1, Ordering::Relaxed);
+            stats.bytes_sent.fetch_add(size as u64, Ordering::Relaxed);
+        }) => result,
+    };
+    match result {
+        Ok(()) => {
+            let _ = writer.finish();
+            stats.groups_sent.fetch_add(1, Ordering::Relaxed);
+        }
+        Err(code) => writer.reset(wire_stream_code(code, Some(subgroups.draft))),
+    }
+}
+
+/// FETCH: one cached group (docs/wire-ietf.md §4.12).
+pub(crate) async fn fetch<T: Transport>(
+    shared: &Arc<Shared<T>>,
+    request: &mut Request<T>,
+    msg: Fetch,
+) -> Result<(), Error> {
+    let draft = request.draft()?;
+    let limits = &shared.config.limits;
+    let _slot = shared.request_slot().await?;
+    if msg.range_filters || msg.fill_timeout.is_some() {
+        return refuse(
+            request,
+            Refused::Fetch,
+            RefusalCode::NotSupported,
+            "not supported",
+        )
+        .await;
+    }
+    // The group, its first object, and its last (inclusive) when bounded.
+    let (namespace, name, group, first, last) = match &msg.kind {
+        FetchKind::Standalone {
+            namespace,
+            track,
+            start,
+            end,
+        } if start.group == end.group => {
+            // An end object of 0 takes the whole end group; any other is exclusive.
+            let last = (end.object > 0).then(|| end.object - 1);
+            (namespace, track, start.group, start.object, last)
+        }
+        FetchKind::Filtered {
+            namespace,
+            track,
+            filter:
+                Filter::Absolute {
+                    start,
+                    end: Some(end),
+                },
+        } if start.group == end.group => (namespace, track, start.group, start.object, end.object),
+        _ => {
+            return refuse(
+                request,
+                Refused::Fetch,
+                RefusalCode::NotSupported,
+                "a FETCH is served for one group",
+            )
+            .await
+        }
+    };
+    let track = match resolve(shared, namespace, name, None) {
+        Ok(track) => track,
+        Err(Error::Stream(code)) => {
+            return refuse(request, Refused::Fetch, refusal_for(code), "no such track").await
+        }
+        Err(err) => return Err(err),
+    };
+    let Some(mut cached) = track.group(group) else {
+        return refuse(
+            request,
+            Refused::Fetch,
+            RefusalCode::DoesNotExist,
+            "no such group",
+        )
+        .await;
+    };
+    cached.seek(first as usize);
+    let read = async {
+        let mut frames = Vec::new();
+        let mut index = first;
+        while let Some(frame) = cached.next_frame().await.map_err(Error::Stream)? {
+            if last.is_some_and(|last| index > last) {
+                break;
+            }
+            frames.push(frame);
+            index += 1;
+        }
+        Ok::<_, Error>(frames)
+    };
+    let frames = match tokio::time::timeout(limits.request_timeout, read).await {
+        Ok(Ok(frames)) if !frames.is_empty() => frames,
+        Ok(Ok(_)) => {
+            return refuse(
+                request,
+                Refused::Fetch,
+                RefusalCode::InvalidRange,
+                "nothing in range",
+            )
+            .await
+        }
+        Ok(Err(err)) => {
+            return refuse(
+                request,
+                Refused::Fetch,
+                refusal_for(err.stream_code()),
+                "group lost",
+            )
+            .await
+        }
+        Err(_) => {
+            return refuse(
+                request,
+                Refused::Fetch,
+                RefusalCode::Timeout,
+                "group incomplete",
+            )
+            .await
+        }
+    };
+    let last_object = first + frames.len() as u64 - 1;
+    // Before 20 the end is exclusive; from 20 inclusive.
+    let end = if draft.has_fill() {
+        Location {
+            group,
+            object: last_object,
+        }
+    } else {
+        Location {
+            group,
+            object: last_object + 1,
+        }
+    };
+    request
+        .send(&Control::FetchOk(FetchOk {
+            request_id: msg.request_id,
+            group_order: GroupOrder::Ascending,
+            end_of_track: false,
+            end,
+            properties: TrackProperties::default(),
+        }))
+        .await?;
+    let stream = shared.transport.open_uni().await?;
+    let mut writer = Writer::new(stream, shared.version);
+    write_fetch(&mut writer, draft, msg.request_id, group, first, frames).await?;
+    request.finish();
+    // Hold the request until the fetcher is done with it (bounded).
+    let _ = tokio::time::timeout(limits.request_timeout, async {
+        while let Ok(Some(_)) = request.recv().await {}
+    })
+    .await;
+    Ok(())
+}

@@ -1,0 +1,601 @@
+//! The subscriber half of an IETF session (docs/wire-ietf.md §4.10, §4.11, §5, §7.4 items 1
+//! and 3): the peer's namespaces become routes in the origin we consume, each a dynamic
+//! broadcast whose tracks are pulled with SUBSCRIBE, one upstream subscription per track
+//! however many readers, and the subgroup streams and datagrams fill the shared track.
+//!
+//! A subscription asks for everything from the start of the latest group (Unfiltered, which
+//! moq-net serves so on every draft), so each group arrives whole from its first object and
+//! maps onto one model group; a stream that does not start there, skips an object, or is not
+//! subgroup 0 is refused (stopped), as moq-net refuses it.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use starling_model::{BroadcastProducer, Frame, Route, RouteHandle, TrackRequest};
+use starling_proto::ietf::datagram::{DatagramBody, ObjectDatagram};
+use starling_proto::ietf::namespace::{ClusterParams, PublishNamespace, SubscribeNamespace};
+use starling_proto::ietf::reply::{RefusalCode, Refused, RequestOk};
+use starling_proto::ietf::subgroup::{status, ObjectHeader, SubgroupFlags, SubgroupHeader};
+use starling_proto::ietf::subscribe::{Subscribe, DEFAULT_PRIORITY};
+use starling_proto::ietf::{Control, Filter};
+use starling_proto::{Path, RouteCost, StreamCode, TrackInfo};
+use starling_transport::Transport;
+use tokio_util::sync::CancellationToken;
+
+use super::data::{Object, ObjectIds};
+use super::request::Request;
+use super::{refuse, wire_stream_code};
+use crate::budget::Rank;
+use crate::error::Error;
+use crate::frames::{now_ms, read_payload};
+use crate::reader::Reader;
+use crate::session::{Shared, Upstream};
+use crate::subscriber::{unused, Pulled, Unregister};
+
+/// How long a data stream waits for its track alias to be bound (moq-net waits as long).
+const ALIAS_WAIT: Duration = Duration::from_secs(1);
+
+/// How long an ended subscription waits for the group streams its PUBLISH_DONE counts.
+const OWED_GRACE: Duration = Duration::from_secs(1);
+
+/// One namespace the peer advertised, published as a route.
+struct Source {
+    route: RouteHandle,
+    broadcast: Arc<BroadcastProducer>,
+    stop: CancellationToken,
+}
+
+impl Source {
+    /// Withdraw the route: explicitly (the peer said so; routes through it go stale) or
+    /// because the advertisement's carrier ended.
+    fn end<T: Transport>(self, shared: &Shared<T>, explicit: bool) {
+        self.broadcast.close();
+        self.stop.cancel();
+        shared.stats.routes.fetch_sub(1, Ordering::Relaxed);
+        let Some(origin) = shared.config.consume.as_ref() else {
+            return;
+        };
+        if explicit {
+            origin.withdraw_all(shared.peer.hop, [self.route]);
+        } else {
+            origin.unpublish_all([self.route]);
+        }
+    }
+}
+
+/// Publish the peer's namespace `wire` (relative to the root) as a route, or say why not.
+fn publish_route<T: Transport>(
+    shared: &Arc<Shared<T>>,
+    wire: &Path,
+    cluster: Option<&ClusterParams>,
+) -> Result<Result<Source, RefusalCode>, Error> {
+    let state = shared.ietf()?;
+    let Some(origin) = shared.config.consume.clone() else {
+        return Ok(Err(RefusalCode::Unauthorized));
+    };
+    if !shared.config.may_publish(wire) {
+        return Ok(Err(RefusalCode::Unauthorized));
+    }
+    let hop_path = cluster.and_then(|c| c.hop_path.as_ref());
+    let link = shared.config.link_cost.or(shared.peer.cost).unwrap_or(1);
+    let (chain, cost) = if state.peer_clusters() {
+        let hops = hop_path.ok_or(Error::ProtocolViolation("advertisement without HOP_PATH"))?;
+        if hops.contains(shared.config.hop) {
+            return Ok(Err(RefusalCode::Uninterested));
+        }
+        let cost = RouteCost::new(cluster.and_then(|c| c.route_cost).unwrap_or(0));
+        (hops.as_slice().to_vec(), cost.charged(link))
+    } else {
+        if hop_path.is_some() {
+            return Err(Error::ProtocolViolation("cluster parameters undeclared"));
+        }
+        (vec![shared.peer.hop], RouteCost::UNKNOWN.charged(link))
+    };
+    if chain.len() > shared.config.max_hops {
+        return Ok(Err(RefusalCode::Uninterested));
+    }
+    if shared.stats.routes.load(Ordering::Relaxed) as usize >= shared.config.limits.max_announces {
+        return Err(Error::Bound("announces"));
+    }
+    let path = shared.absolute(wire)?;
+    let broadcast = Arc::new(shared.config.dynamic_broadcast());
+    let route = Route::learned(chain, cost, shared.config.cluster_peer);
+    let handle = origin.publish(path, broadcast.consume(), route)?;
+    shared.stats.routes.fetch_add(1, Ordering::Relaxed);
+    let stop = CancellationToken::new();
+    let task = crate::subscriber::serve_requests(shared.clone(), wire.clone(), broadcast.clone());
+    let task_stop = stop.clone();
+    shared.spawn(async move {
+        tokio::select! {
+            _ = task_stop.cancelled() => {}
+            _ = task => {}
+        }
+    });
+    Ok(Ok(Source {
+        route: handle,
+        broadcast,
+        stop,
+    }))
+}
+
+/// The peer's PUBLISH_NAMESPACE: a route while the request lives (until PUBLISH_NAMESPACE_DONE
+/// on 14-16, the peer's FIN from 17).
+pub(crate) async fn publish_namespace<T: Transport>(
+    shared: &Arc<Shared<T>>,
+    request: &mut Request<T>,
+    msg: PublishNamespace,
+) -> Result<(), Error> {
+    let cluster = (msg.cluster != ClusterParams::default()).then_some(&msg.cluster);
+    let source = match publish_route(shared, &msg.namespace, cluster)? {
+        Ok(source) => source,
+        Err(code) => {
+            return refuse(
+                request,
+                Refused::PublishNamespace,
+                code,
+                "namespace not accepted",
+            )
+            .await
+        }
+    };
+    let result = async {
+        request
+            .send(&Control::RequestOk {
+                answers: Some(Refused::PublishNamespace),
+                ok: RequestOk {
+                    request_id: msg.request_id,
+                },
+            })
+            .await?;
+        loop {
+            match request.recv().await {
+                Ok(Some(Control::PublishNamespaceDone(_))) | Ok(None) => return Ok(true),
+                // A cluster re-pricing: the new cost (and chain) of the same route.
+                Ok(Some(Control::RequestUpdate(update))) => {
+                    let ok = Control::RequestOk {
+                        answers: None,
+                        ok: RequestOk {
+                            request_id: update.request_id,
+                        },
+                    };
+                    request.send(&ok).await?;
+                }
+                Ok(Some(_)) => {
+                    return Err(Error::ProtocolViolation(
+                        "unexpected message on PUBLISH_NAMESPACE",
+                    ))
+                }
+                Err(Error::Transport(_)) => return Ok(false),
+                Err(err) => return Err(err),
+            }
+        }
+    }
+    .await;
+    source.end(shared, matches!(result, Ok(true)));
+    result.map(|_| ())
+}
+
+/// Ask the peer for its namespaces under `prefix` (a client listening for announcements):
+/// from 16 they come on the request as NAMESPACE and NAMESPACE_DONE; on 14 and 15 as
+/// PUBLISH_NAMESPACE requests of the peer's, served like any other.
+pub(crate) async fn subscribe_namespace<T: Transport>(shared: Arc<Shared<T>>, prefix: Path) {
+    let result: Result<(), Error> = async {
+        let state = shared.ietf()?;
+        let draft = state.draft;
+        state
+            .peer_setup(shared.config.limits.handshake_timeout)
+            .await?;
+        let hidden = shared.config.hear_hidden && state.peer_hides();
+        let mut request = Request::open(&shared, None, |id| {
+            Control::SubscribeNamespace(SubscribeNamespace {
+                request_id: id,
+                prefix: prefix.clone(),
+                options: 1,
+                hidden,
+            })
+        })
+        .await?;
+        match request.recv().await? {
+            Some(Control::RequestOk { .. }) => {}
+            Some(Control::RequestError { error, .. }) => {
+                tracing::debug!(%prefix, reason = %error.reason, "SUBSCRIBE_NAMESPACE refused");
+                return Ok(());
+            }
+            None => return Ok(()),
+            Some(_) => {
+                return Err(Error::ProtocolViolation(
+                    "unexpected SUBSCRIBE_NAMESPACE reply",
+                ))
+            }
+        }
+        let mut live: HashMap<Path, Source> = HashMap::new();
+        let result = async {
+            loop {
+                match request.recv().await {
+                    Ok(Some(Control::Namespace(ns))) if draft.has_namespace_messages() => {
+                        let wire = prefix
+                            .join(&ns.suffix)
+                            .map_err(|_| Error::ProtocolViolation("namespace too long"))?;
+                        // A repeat for a live suffix is an update.
+                        if live.contains_key(&wire) {
+                            continue;
+                        }
+                        if let Ok(source) = publish_route(&shared, &wire, ns.cluster.as_ref())? {
+                            live.insert(wire, source);
+                        }
+                    }
+                    Ok(Some(Control::NamespaceDone(ns))) if draft.has_namespace_messages() => {
+                        let wire = prefix
+                            .join(&ns.suffix)
+                            .map_err(|_| Error::ProtocolViolation("namespace too long"))?;
+                        if let Some(source) = live.remove(&wire) {
+                            source.end(&shared, true);
+                        }
+                    }
+                    Ok(None) | Err(Error::Transport(_)) => return Ok(()),
+                    Ok(Some(_)) => {
+                        return Err(Error::ProtocolViolation(
+                            "unexpected message on SUBSCRIBE_NAMESPACE",
+                        ))
+                    }
+                    Err(err) => return Err(err),
+                }
+            }
+        }
+        .await;
+        for (_, source) in live.drain() {
+            source.end(&shared, false);
+        }
+        result
+    }
+    .await;
+    if let Err(err) = result {
+        if !matches!(err, Error::Transport(_) | Error::Closed) {
+            shared.fail(err);
+        }
+    }
+}
+
+/// The lite stream code an IETF refusal of a SUBSCRIBE stands for (docs/wire-ietf.md §7.4
+/// item 8).
+fn refusal_code(code: u64, draft: starling_proto::ietf::Draft) -> StreamCode {
+    let does_not_exist = RefusalCode::DoesNotExist.code(draft, Refused::Subscribe);
+    match code {
+        0x1 => StreamCode::Unroutable,
+        c if c == does_not_exist => StreamCode::NotFound,
+        _ => StreamCode::Internal,
+    }
+}
+
+/// Pull one track from the peer: SUBSCRIBE, the info from SUBSCRIBE_OK, the groups on their
+/// streams, until PUBLISH_DONE or no reader is left (then UNSUBSCRIBE on 14-16, STOP_SENDING
+/// and FIN from 17).
+pub(crate) async fn pull<T: Transport>(
+    shared: &Arc<Shared<T>>,
+    wire: &Path,
+    request: &TrackRequest,
+) -> Result<Pulled, Error> {
+    let state = shared.ietf()?;
+    let draft = state.draft;
+    let track = request.track();
+    let limits = &shared.config.limits;
+    let unused = unused(track, limits.linger);
+    tokio::pin!(unused);
+    if shared.upstream.lock().len() >= limits.max_upstream_subscriptions {
+        return Err(Error::Stream(StreamCode::Internal));
+    }
+    let priority = track
+        .demand()
+        .map_or(DEFAULT_PRIORITY, |demand| 255 - demand.priority);
+    let mut upstream = Request::open(shared, None, |id| {
+        Control::Subscribe(Subscribe {
+            request_id: id,
+            namespace: wire.clone(),
+            track: track.name().to_string(),
+            priority,
+            filter: Filter::Unfiltered,
+            ..Subscribe::default()
+        })
+    })
+    .await?;
+    let id = upstream.id;
+    let answer = tokio::time::timeout(limits.request_timeout, upstream.recv())
+        .await
+        .map_err(|_| Error::Stream(StreamCode::ControlTimeout))??;
+    let ok = match answer {
+        Some(Control::SubscribeOk(ok)) => ok,
+        Some(Control::RequestError { error, .. }) => {
+            return Err(Error::Stream(refusal_code(error.code, draft)))
+        }
+        None => return Err(Error::Stream(StreamCode::Cancelled)),
+        Some(_) => return Err(Error::ProtocolViolation("unexpected SUBSCRIBE reply")),
+    };
+    if track.info().is_none() {
+        let defaults = TrackInfo::default();
+        track.set_info(TrackInfo {
+            priority: ok
+                .properties
+                .priority
+                .map_or(defaults.priority, |p| 255 - p),
+            max_age_ms: defaults.max_age_ms,
+            timescale: ok
+                .properties
+                .timescale
+                .filter(|t| *t > 0)
+                .unwrap_or(defaults.timescale),
+        });
+    }
+    let alias = ok.track_alias;
+    let (streams_tx, mut streams) = tokio::sync::watch::channel(0u64);
+    {
+        let mut aliases = shared.upstream.lock();
+        if aliases.contains_key(&alias) {
+            let err = Error::ProtocolViolation("track alias in use");
+            shared.fail(err.clone());
+            return Err(err);
+        }
+        aliases.insert(
+            alias,
+            Arc::new(Upstream {
+                track: track.clone(),
+                streams: streams_tx,
+            }),
+        );
+    }
+    state.aliases_changed.notify_waiters();
+    let _registered = Unregister {
+        shared: shared.clone(),
+        id: alias,
+    };
+    loop {
+        tokio::select! {
+            msg = upstream.recv() => match msg? {
+                Some(Control::PublishDone(done)) => {
+                    // Streams may trail the PUBLISH_DONE: wait for those it counts.
+                    tokio::select! {
+                        _ = streams.wait_for(|n| *n >= done.stream_count) => {}
+                        _ = tokio::time::sleep(OWED_GRACE) => {}
+                        _ = &mut unused => {}
+                    }
+                    upstream.finish();
+                    return match done.status {
+                        0x2 | 0x3 => Ok(Pulled::Finished),
+                        0x1 => Err(Error::Stream(StreamCode::Unroutable)),
+                        _ => Err(Error::Stream(StreamCode::Internal)),
+                    };
+                }
+                Some(Control::RequestOk { .. }) => {}
+                // The subscription closed without PUBLISH_DONE.
+                None => return Err(Error::Stream(StreamCode::Internal)),
+                Some(_) => return Err(Error::ProtocolViolation("unexpected message on SUBSCRIBE")),
+            },
+            _ = &mut unused => break,
+            _ = track.closed() => break,
+        }
+    }
+    // Unsubscribe: UNSUBSCRIBE on 14-16, STOP_SENDING CANCELLED and our FIN from 17.
+    if draft.has_control_stream() {
+        let _ = upstream.send(&Control::Unsubscribe(id)).await;
+        upstream.finish();
+    } else {
+        upstream.cancel(StreamCode::Cancelled.to_code());
+    }
+    Ok(Pulled::Unused)
+}
+
+/// The subscription an alias names, waiting a little for its SUBSCRIBE_OK (a data stream can
+/// overtake it).
+async fn bound<T: Transport>(shared: &Shared<T>, alias: u64) -> Option<Arc<Upstream>> {
+    let state = shared.ietf().ok()?;
+    let wait = async {
+        loop {
+            let notified = state.aliases_changed.notified();
+            if let Some(upstream) = shared.upstream.lock().get(&alias).cloned() {
+                return upstream;
+            }
+            notified.await;
+        }
+    };
+    tokio::time::timeout(ALIAS_WAIT, wait).await.ok()
+}
+
+/// Read one object header, the stream's FIN before it being `None`.
+async fn next_object<R: starling_transport::RecvStream>(
+    reader: &mut Reader<R>,
+    draft: starling_proto::ietf::Draft,
+    properties: bool,
+    max_frame: u64,
+) -> Result<Option<ObjectHeader>, Error> {
+    reader
+        .unit(|buf| {
+            Ok(
+                ObjectHeader::peek(buf, draft, properties, max_frame)?.map(|(header, used)| {
+                    let _ = buf.split_to(used);
+                    header
+                }),
+            )
+        })
+        .await
+}
+
+/// Receive one subgroup stream into the group it carries (docs/wire-ietf.md §5.1, §5.2).
+pub(crate) async fn subgroup<T: Transport>(
+    shared: &Arc<Shared<T>>,
+    reader: &mut Reader<T::Recv>,
+    flags: SubgroupFlags,
+) {
+    let Ok(draft) = shared.ietf().map(|s| s.draft) else {
+        return;
+    };
+    let refuse_stream = |reader: &mut Reader<T::Recv>, code: StreamCode| {
+        reader.stop(wire_stream_code(code, Some(draft)));
+    };
+    let header = match reader
+        .unit(|buf| {
+            Ok(SubgroupHeader::peek(buf, draft)?.map(|(header, used)| {
+                let _ = buf.split_to(used);
+                header
+            }))
+        })
+        .await
+    {
+        Ok(Some(header)) => header,
+        Ok(None) => return,
+        Err(err) => {
+            if matches!(err, Error::Decode(_)) {
+                shared.fail(err);
+            }
+            return;
+        }
+    };
+    if header.subgroup != 0 {
+        refuse_stream(reader, StreamCode::Internal);
+        return;
+    }
+    let Some(upstream) = bound(shared, header.track_alias).await else {
+        refuse_stream(reader, StreamCode::Internal);
+        return;
+    };
+    upstream.streams.send_modify(|n| *n += 1);
+    let track = &upstream.track;
+    reader.set_rank(Rank::Data {
+        priority: track.demand().map_or(0, |demand| demand.priority),
+        sequence: header.group,
+    });
+    let max_frame = shared.config.model_limits.max_frame_bytes as u64;
+    let timescale = track.info().map_or(1000, |i| i.timescale);
+    let mut ids = ObjectIds::default();
+    let first = match next_object(reader, draft, flags.properties, max_frame).await {
+        Ok(Some(first)) => first,
+        Ok(None) => return,
+        Err(err) => {
+            refuse_stream(reader, err.stream_code());
+            return;
+        }
+    };
+    let Ok(first_id) = ids.next(&first) else {
+        refuse_stream(reader, StreamCode::Internal);
+        return;
+    };
+    let first = Object::of(first, first_id);
+    if first.length == 0 && first.status == status::END_OF_TRACK {
+        // "Group n does not exist; the track ends at n": PUBLISH_DONE settles the rest.
+        return;
+    }
+    if first.id != 0 {
+        // A group with no head (Starling asks for whole groups).
+        refuse_stream(reader, StreamCode::Internal);
+        return;
+    }
+    let mut group = match track.create_group(header.group) {
+        Ok(group) => group,
+        Err(err) => {
+            refuse_stream(reader, err.stream_code());
+            return;
+        }
+    };
+    shared.stats.groups_received.fetch_add(1, Ordering::Relaxed);
+    let result: Result<(), Error> = async {
+        let mut object = first;
+        let mut expected = 0u64;
+        loop {
+            if object.id != expected {
+                return Err(Error::Stream(StreamCode::Internal));
+            }
+            expected += 1;
+            if object.length == 0 {
+                match object.status {
+                    status::NORMAL => group.write_frame(Frame {
+                        timestamp: object.timestamp.unwrap_or_else(|| arrival(timescale)),
+                        payload: Bytes::new(),
+                    })?,
+                    status::END_OF_GROUP | status::END_OF_TRACK => return Ok(()),
+                    _ => return Err(Error::Stream(StreamCode::Internal)),
+                }
+            } else {
+                let timestamp = object.timestamp.unwrap_or_else(|| arrival(timescale));
+                read_payload(reader, &mut group, timestamp, object.length).await?;
+                shared
+                    .stats
+                    .bytes_received
+                    .fetch_add(object.length as u64, Ordering::Relaxed);
+            }
+            shared.stats.frames_received.fetch_add(1, Ordering::Relaxed);
+            let Some(next) = next_object(reader, draft, flags.properties, max_frame).await? else {
+                return Ok(());
+            };
+            let id = ids.next(&next)?;
+            object = Object::of(next, id);
+        }
+    }
+    .await;
+    match result {
+        Ok(()) => group.finish(),
+        Err(err) => {
+            let code = match &err {
+                Error::Transport(starling_transport::TransportError::Reset(code)) => {
+                    super::lite_stream_code(*code, draft)
+                }
+                _ => {
+                    let code = err.stream_code();
+                    shared.stats.stream_error(code);
+                    refuse_stream(reader, code);
+                    code
+                }
+            };
+            group.abort(code);
+        }
+    }
+}
+
+/// Now, in `timescale` units: the stamp of an object that carries no timestamp.
+fn arrival(timescale: u64) -> u64 {
+    let ms = now_ms();
+    if timescale == 1000 {
+        ms
+    } else {
+        (ms as u128 * timescale as u128 / 1000).min(u64::MAX as u128) as u64
+    }
+}
+
+/// One OBJECT_DATAGRAM: a one-frame group of a subscription (object 0 only; others, and
+/// unbound aliases, are dropped). One that does not decode ends the session.
+pub(crate) fn datagram<T: Transport>(shared: &Arc<Shared<T>>, payload: Bytes) -> Result<(), Error> {
+    let draft = shared.ietf()?.draft;
+    let datagram = ObjectDatagram::decode(&payload, draft)?;
+    if datagram.object.unwrap_or(0) != 0 {
+        return Ok(());
+    }
+    let payload = match datagram.body {
+        DatagramBody::Payload(payload) => payload,
+        DatagramBody::Status(status::NORMAL) => Bytes::new(),
+        DatagramBody::Status(_) => return Ok(()),
+    };
+    let upstream = shared.upstream.lock().get(&datagram.track_alias).cloned();
+    let Some(upstream) = upstream else {
+        return Ok(());
+    };
+    let track = &upstream.track;
+    let timescale = track.info().map_or(1000, |i| i.timescale);
+    let Ok(mut group) = track.create_group(datagram.group) else {
+        return Ok(());
+    };
+    let size = payload.len() as u64;
+    let timestamp = datagram
+        .properties
+        .and_then(|p| p.timestamp)
+        .unwrap_or_else(|| arrival(timescale));
+    if group.write_frame(Frame { timestamp, payload }).is_ok() {
+        group.finish();
+        shared.stats.groups_received.fetch_add(1, Ordering::Relaxed);
+        shared.stats.frames_received.fetch_add(1, Ordering::Relaxed);
+        shared
+            .stats
+            .bytes_received
+            .fetch_add(size, Ordering::Relaxed);
+    }
+    Ok(())
+}
