@@ -1,4 +1,5 @@
-//! Starling publisher -> in-process Starling relay -> 100 concurrent Starling subscriber sessions.
+//! Starling publisher -> in-process Starling relay -> 100 concurrent Starling subscriber sessions,
+//! on moq-lite and on the IETF drafts.
 
 #[macro_use]
 mod common;
@@ -69,3 +70,24 @@ async fn fanout(case: Case) -> anyhow::Result<()> {
 }
 
 version_binding_matrix!(hundred_subscribers => fanout);
+
+/// One draft of each wire family (14; 15-16; 17-19; 20-22), both bindings between them.
+mod fanout_ietf {
+    use crate::common::{run, Binding, Case};
+    use starling_proto::ietf::Draft;
+
+    macro_rules! cell {
+        ($test:ident, $draft:ident, $binding:ident) => {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $test() {
+                let case = Case::new(Draft::$draft, Binding::$binding);
+                run(case, super::fanout(case)).await;
+            }
+        };
+    }
+
+    cell!(draft14_raw_quic, D14, Quic);
+    cell!(draft16_webtransport, D16, WebTransport);
+    cell!(draft18_raw_quic, D18, Quic);
+    cell!(draft22_webtransport, D22, WebTransport);
+}

@@ -1,4 +1,5 @@
-//! Starling publisher -> moq-relay 0.17.10 (child process) -> Starling subscriber.
+//! Starling publisher -> moq-relay 0.17.10 (child process) -> Starling subscriber, on every
+//! moq-lite version and IETF draft, over raw QUIC and WebTransport.
 
 #[macro_use]
 mod common;
@@ -35,3 +36,4 @@ async fn scenario(case: Case, relay: &MoqRelay) -> anyhow::Result<()> {
 
 version_binding_matrix!(lockstep_groups => starling_through_moq_relay);
 legacy_binding_matrix!(lockstep_groups_legacy => starling_through_moq_relay);
+ietf_binding_matrix!(lockstep_groups_ietf => starling_through_moq_relay);

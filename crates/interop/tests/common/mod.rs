@@ -682,6 +682,11 @@ async fn starling_read(
     let mut track = broadcast
         .subscribe_track(TRACK, StartAt::default())
         .map_err(|code| anyhow!("subscribe refused: {code:?}"))?;
+    // Timestamps are in the track's timescale (a moq-relay serving IETF declares microseconds).
+    let timescale = step("the track info", track.info())
+        .await?
+        .map_err(|code| anyhow!("track info refused: {code:?}"))?
+        .timescale;
 
     let mut received = Received::default();
     let mut first = true;
@@ -708,7 +713,7 @@ async fn starling_read(
         loop {
             match step("the next frame", group.next_frame()).await? {
                 Ok(Some(frame)) => frames.push(RecvFrame {
-                    timestamp_ms: frame.timestamp,
+                    timestamp_ms: (frame.timestamp as u128 * 1000 / timescale as u128) as u64,
                     payload: frame.payload,
                 }),
                 Ok(None) => break,
@@ -846,6 +851,50 @@ impl MoqPublisher {
     }
 }
 
+/// A moq-dev subscriber's session and its subscription to [`TRACK`] of [`BROADCAST`].
+pub struct MoqSubscription {
+    pub connection: moq_tokio::Connection,
+    pub track: moq_net::track::Subscriber,
+    _origin: moq_net::origin::Producer,
+}
+
+impl MoqSubscription {
+    /// Connect, wait for [`BROADCAST`] to be announced and subscribe to [`TRACK`].
+    pub async fn connect(case: Case, url: Url, fingerprint: &str) -> anyhow::Result<Self> {
+        let origin = moq_tokio::origin::spawn();
+        let consumer = origin.consume();
+        let mut announced = consumer.announced();
+        let client = moq_client(case, fingerprint)?.with_subscriber(origin.clone());
+        let connection = moq_established(case, client, url).await?;
+        let track = tokio::select! {
+            res = connection.closed() => Err(anyhow!("moq-dev subscriber connection closed: {res:?}")),
+            result = async {
+                step("the broadcast announcement (moq-dev subscriber)", async {
+                    loop {
+                        let update = announced.next().await.context("origin closed")?;
+                        if update.prefix.as_str() == BROADCAST && update.kind.is_active() {
+                            return Ok::<_, anyhow::Error>(());
+                        }
+                    }
+                })
+                .await??;
+                let broadcast = step("request_broadcast", consumer.request_broadcast(BROADCAST))
+                    .await?
+                    .context("request broadcast")?;
+                let subscription = moq_net::track::Subscription::default().with_max_age(MAX_AGE);
+                step("subscribe", broadcast.track(TRACK)?.subscribe(subscription))
+                    .await?
+                    .context("subscribe")
+            } => result,
+        }?;
+        Ok(MoqSubscription {
+            connection,
+            track,
+            _origin: origin,
+        })
+    }
+}
+
 /// Connect a moq-dev subscriber, wait for [`BROADCAST`] to be announced, subscribe to [`TRACK`]
 /// and read the sync group then `plan.groups` data groups, reporting each group to `progress`.
 pub async fn moq_subscribe(
@@ -855,32 +904,15 @@ pub async fn moq_subscribe(
     plan: Plan,
     progress: ProgressTx,
 ) -> anyhow::Result<Received> {
-    let origin = moq_tokio::origin::spawn();
-    let consumer = origin.consume();
-    let mut announced = consumer.announced();
-    let client = moq_client(case, &fingerprint)?.with_subscriber(origin.clone());
-    let connection = moq_established(case, client, url).await?;
+    let subscription = MoqSubscription::connect(case, url, &fingerprint).await?;
+    let MoqSubscription {
+        connection,
+        track,
+        _origin,
+    } = subscription;
     let result = tokio::select! {
         res = connection.closed() => Err(anyhow!("moq-dev subscriber connection closed: {res:?}")),
-        result = async {
-            step("the broadcast announcement (moq-dev subscriber)", async {
-                loop {
-                    let update = announced.next().await.context("origin closed")?;
-                    if update.prefix.as_str() == BROADCAST && update.kind.is_active() {
-                        return Ok::<_, anyhow::Error>(());
-                    }
-                }
-            })
-            .await??;
-            let broadcast = step("request_broadcast", consumer.request_broadcast(BROADCAST))
-                .await?
-                .context("request broadcast")?;
-            let subscription = moq_net::track::Subscription::default().with_max_age(MAX_AGE);
-            let track = step("subscribe", broadcast.track(TRACK)?.subscribe(subscription))
-                .await?
-                .context("subscribe")?;
-            moq_read(track, &plan, &progress).await
-        } => result,
+        result = moq_read(track, &plan, &progress) => result,
     };
     drop(connection);
     result
