@@ -45,9 +45,14 @@ pub async fn start_relay() -> Url {
 
 /// A QUIC client offering only `version`, trusting any certificate.
 pub fn quic_client(version: Version) -> Client {
+    quic_client_alpn(version.alpn())
+}
+
+/// A QUIC client offering only `alpn`, trusting any certificate.
+pub fn quic_client_alpn(alpn: &str) -> Client {
     Client::new(
         ClientConfig::default()
-            .with_alpns(&[version.alpn()])
+            .with_alpns(&[alpn])
             .with_tls(TlsVerify::Disabled),
     )
     .unwrap()

@@ -1,0 +1,214 @@
+//! IETF drafts, malformed input over real sockets, on every draft: trailing bytes after a
+//! request, a request id of the client's wrong parity, a request id past the MAX_REQUEST_ID
+//! granted (14-16), an unknown message parameter (16 on; skipped on 14 and 15), and a control
+//! message longer than the relay accepts. Each closes the offending session with the drafts'
+//! code (PROTOCOL_VIOLATION 0x3, INVALID_REQUEST_ID 0x4, TOO_MANY_REQUESTS 0x7), while a
+//! witness on the same relay keeps receiving every frame.
+
+mod common;
+mod witness;
+
+use bytes::{Bytes, BytesMut};
+use starling_proto::framing::write_frame;
+use starling_proto::ietf::fields::{write_name, write_namespace, write_request_id};
+use starling_proto::ietf::params::ParamWriter;
+use starling_proto::ietf::subscribe::Subscribe;
+use starling_proto::ietf::{ClientSetup, Control, Draft, Setup, SetupOptions};
+use starling_proto::{varint, Path, SessionCode};
+use starling_relay::RelayConfig;
+use starling_session::SessionLimits;
+use starling_transport::{RecvStream, SendStream, Transport};
+
+use common::{bind_relay, quic_client_alpn, within};
+use witness::{closed_code, witness, PROTOCOL_VIOLATION};
+
+const INVALID_REQUEST_ID: u32 = SessionCode::InvalidRequestId.to_code();
+const TOO_MANY_REQUESTS: u32 = SessionCode::TooManyRequests.to_code();
+
+/// The relay's control-message limit in these tests: smaller than a 16-bit length can say.
+const MAX_CONTROL: usize = 1024;
+
+/// A session on `draft` whose SETUP is sent; requests go to the returned send stream (the
+/// control stream on 14-16, a fresh request stream from 17).
+struct Client {
+    transport: starling_net::QuicTransport,
+    _control: Option<(
+        <starling_net::QuicTransport as Transport>::Send,
+        <starling_net::QuicTransport as Transport>::Recv,
+    )>,
+    draft: Draft,
+}
+
+impl Client {
+    async fn connect(url: &url::Url, draft: Draft) -> Self {
+        let transport = within(quic_client_alpn(draft.alpn()).connect(url))
+            .await
+            .unwrap()
+            .transport;
+        let mut setup = BytesMut::new();
+        if draft.has_control_stream() {
+            let versions = if draft.has_inline_fields() {
+                vec![draft.code()]
+            } else {
+                Vec::new()
+            };
+            Control::ClientSetup(ClientSetup {
+                versions,
+                options: SetupOptions::default(),
+            })
+            .encode(draft, &mut setup)
+            .unwrap();
+            let (mut send, mut recv) = transport.open_bi().await.unwrap();
+            send.write(setup.freeze()).await.unwrap();
+            // SERVER_SETUP arrives first.
+            assert!(within(recv.read(4096)).await.unwrap().is_some());
+            Client {
+                transport,
+                _control: Some((send, recv)),
+                draft,
+            }
+        } else {
+            Setup {
+                options: SetupOptions::default(),
+            }
+            .encode(draft, &mut setup)
+            .unwrap();
+            let mut send = transport.open_uni().await.unwrap();
+            send.write(setup.freeze()).await.unwrap();
+            std::mem::forget(send);
+            Client {
+                transport,
+                _control: None,
+                draft,
+            }
+        }
+    }
+
+    /// Send one request's bytes where this draft sends requests.
+    async fn request(&mut self, bytes: Bytes) {
+        match &mut self._control {
+            Some((send, _)) => send.write(bytes).await.unwrap(),
+            None => {
+                let (mut send, recv) = self.transport.open_bi().await.unwrap();
+                send.write(bytes).await.unwrap();
+                std::mem::forget((send, recv));
+            }
+        }
+    }
+
+    async fn closes_with(mut self, bytes: Bytes, code: u32, case: &str) {
+        self.request(bytes).await;
+        assert_eq!(
+            closed_code(&self.transport).await,
+            code,
+            "{case} on {}",
+            self.draft.name()
+        );
+    }
+}
+
+/// A SUBSCRIBE for `good/seq` with request id `id`.
+fn subscribe(draft: Draft, id: u64) -> BytesMut {
+    let mut out = BytesMut::new();
+    Control::Subscribe(Subscribe {
+        request_id: id,
+        namespace: Path::new("good").unwrap(),
+        track: "seq".to_string(),
+        ..Subscribe::default()
+    })
+    .encode(draft, &mut out)
+    .unwrap();
+    out
+}
+
+/// `frame` (a whole control message) with `more` appended to its body.
+fn with_trailing(draft: Draft, frame: &[u8], more: &[u8]) -> Bytes {
+    let flavor = starling_proto::coding::Wire::flavor(draft);
+    let (kind, n) = varint::peek_as(flavor, frame).unwrap().unwrap();
+    let mut body = frame[n + 2..].to_vec();
+    body.extend_from_slice(more);
+    let mut out = BytesMut::new();
+    write_frame(kind, &body, draft, u16::MAX as usize, &mut out).unwrap();
+    out.freeze()
+}
+
+/// A SUBSCRIBE (15 on) whose parameters hold `key`, which no draft defines.
+fn subscribe_with_unknown(draft: Draft, id: u64, key: u64) -> Bytes {
+    let mut body = Vec::new();
+    write_request_id(&mut body, id, draft).unwrap();
+    write_namespace(&mut body, &Path::new("good").unwrap(), draft).unwrap();
+    write_name(&mut body, "seq", draft).unwrap();
+    let mut params = ParamWriter::new(draft);
+    params.varint(key, 1).unwrap();
+    params.finish(&mut body).unwrap();
+    let mut out = BytesMut::new();
+    write_frame(0x03, &body, draft, u16::MAX as usize, &mut out).unwrap();
+    out.freeze()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_requests_close_the_session_with_the_drafts_codes() {
+    let mut config = RelayConfig::default();
+    config.session_limits.max_control_message = MAX_CONTROL;
+    let (relay, url) = bind_relay(config).await;
+    tokio::spawn(relay.run());
+    let witness = witness(&url).await;
+    let window = SessionLimits::default().ietf_request_window() as u64;
+
+    for &draft in Draft::ALL {
+        let trailing = with_trailing(draft, &subscribe(draft, 0), &[0]);
+        Client::connect(&url, draft)
+            .await
+            .closes_with(trailing, PROTOCOL_VIOLATION, "trailing bytes")
+            .await;
+
+        let odd = subscribe(draft, 1).freeze();
+        Client::connect(&url, draft)
+            .await
+            .closes_with(odd, INVALID_REQUEST_ID, "a server's request id")
+            .await;
+
+        if draft.has_control_stream() {
+            let past = subscribe(draft, 2 * window).freeze();
+            Client::connect(&url, draft)
+                .await
+                .closes_with(past, TOO_MANY_REQUESTS, "past MAX_REQUEST_ID")
+                .await;
+        }
+
+        if !draft.skips_unknown_parameters() {
+            let unknown = subscribe_with_unknown(draft, 0, 0x3E);
+            Client::connect(&url, draft)
+                .await
+                .closes_with(unknown, PROTOCOL_VIOLATION, "an unknown parameter")
+                .await;
+        }
+
+        let oversized = with_trailing(draft, &subscribe(draft, 0), &vec![0; 2 * MAX_CONTROL]);
+        Client::connect(&url, draft)
+            .await
+            .closes_with(oversized, PROTOCOL_VIOLATION, "an oversized message")
+            .await;
+    }
+
+    let received = witness.finish().await;
+    assert!(received > 0, "the witness kept receiving");
+}
+
+/// Drafts 14 and 15 skip an unknown parameter: the request is served (here refused for a
+/// missing track) and the session lives on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drafts_14_and_15_skip_unknown_parameters() {
+    let (relay, url) = bind_relay(RelayConfig::default()).await;
+    tokio::spawn(relay.run());
+    let draft = Draft::D15;
+    let mut client = Client::connect(&url, draft).await;
+    client.request(subscribe_with_unknown(draft, 0, 0x3E)).await;
+    let (_, recv) = client._control.as_mut().unwrap();
+    let answer = within(recv.read(4096)).await.unwrap().unwrap();
+    let (msg, _) = Control::peek(&answer, draft).unwrap().unwrap();
+    assert!(
+        matches!(msg, Control::RequestError { .. }),
+        "answered {msg:?}"
+    );
+}
