@@ -17,11 +17,16 @@ use criterion::{
     SamplingMode, Throughput,
 };
 use starling_bench::{runtime, Dash, DashShape, Delivery, Teardown};
-use starling_proto::Version;
+use starling_proto::ietf::Draft;
+use starling_proto::{Protocol, Version};
 use tokio::runtime::Runtime;
 
-/// The lite-07 groups repeat the lite-06 ones under `<name>_lite07`.
-const VERSIONS: [(Version, &str); 2] = [(Version::Lite06, ""), (Version::Lite07Wip, "_lite07")];
+/// The lite-07 and IETF-22 groups repeat the lite-06 ones under `<name>_lite07`, `<name>_ietf22`.
+const VERSIONS: [(Protocol, &str); 3] = [
+    (Protocol::Lite(Version::Lite06), ""),
+    (Protocol::Lite(Version::Lite07Wip), "_lite07"),
+    (Protocol::Ietf(Draft::D22), "_ietf22"),
+];
 
 fn delivery(c: &mut Criterion) {
     for (version, suffix) in VERSIONS {
@@ -29,7 +34,7 @@ fn delivery(c: &mut Criterion) {
     }
 }
 
-fn delivery_on(c: &mut Criterion, version: Version, name: &str) {
+fn delivery_on(c: &mut Criterion, version: Protocol, name: &str) {
     let mut group = c.benchmark_group(name);
     group.sample_size(20);
     for viewers in [1usize, 10, 100, 1000] {
@@ -100,7 +105,7 @@ fn dash(c: &mut Criterion) {
         relays,
         projects,
         tracks,
-        version: Version::Lite06,
+        version: Protocol::Lite(Version::Lite06),
     };
     let mut group = dash_group(c, "dash_projects");
     for projects in [1usize, 4, 16] {

@@ -32,11 +32,13 @@ fn per(total: Option<u64>, count: u64) -> String {
 }
 
 /// The version to run on: `STARLING_BENCH_VERSION` (a version name), else moq-lite-06.
-fn version() -> starling_proto::Version {
+fn version() -> starling_proto::Protocol {
     std::env::var("STARLING_BENCH_VERSION")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(starling_proto::Version::Lite06)
+        .unwrap_or(starling_proto::Protocol::Lite(
+            starling_proto::Version::Lite06,
+        ))
 }
 
 /// Time `work` (which delivers `items` items) in wall and CPU time.

@@ -17,7 +17,7 @@ use starling_model::{
     BroadcastProducer, Frame, Origin, Route, RouteHandle, StartAt, TrackConsumer, TrackInfo,
     TrackProducer,
 };
-use starling_proto::{Path, SessionCode, Version};
+use starling_proto::{Path, Protocol, SessionCode};
 use starling_session::{random_hop, Session, SessionConfig};
 use starling_transport::mem::MemTransport;
 use tokio::task::JoinHandle;
@@ -39,7 +39,7 @@ pub struct DashShape {
     /// Tracks per stats broadcast.
     pub tracks: usize,
     /// The version every link speaks.
-    pub version: Version,
+    pub version: Protocol,
 }
 
 impl DashShape {

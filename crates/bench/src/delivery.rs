@@ -56,7 +56,11 @@ pub struct Delivery {
 impl Delivery {
     /// Build the topology with `viewers` viewers and deliver the first frame to all of them, so
     /// every subscription is live when this returns.
-    pub async fn setup(viewers: usize, version: starling_proto::Version) -> Result<Self, Error> {
+    pub async fn setup(
+        viewers: usize,
+        version: impl Into<starling_proto::Protocol>,
+    ) -> Result<Self, Error> {
+        let version = version.into();
         if viewers == 0 {
             return Err(Error::Shape("no viewers"));
         }

@@ -23,10 +23,10 @@ pub use teardown::Teardown;
 
 use std::time::Duration;
 
-use starling_proto::Version;
+use starling_proto::{Protocol, Version};
 
 /// The version every bench session speaks.
-pub const VERSION: Version = Version::Lite06;
+pub const VERSION: Protocol = Protocol::Lite(Version::Lite06);
 
 /// How long any awaited event may take before the bench fails instead of hanging.
 pub const TIMEOUT: Duration = Duration::from_secs(30);

@@ -8,7 +8,7 @@
 //! looping, and the direct route (one hop, cost 1) wins over routes through a third relay.
 
 use starling_model::{Limits, Origin};
-use starling_proto::{SessionCode, Version};
+use starling_proto::{Protocol, SessionCode};
 use starling_session::{random_hop, Accepting, ClientSetup, Session, SessionConfig, SessionLimits};
 use starling_transport::mem::{pair, MemTransport};
 
@@ -41,7 +41,7 @@ pub struct Relay {
     pub origin: Origin,
     pub hop: u64,
     /// The version its links speak.
-    pub version: Version,
+    pub version: Protocol,
     sessions: Vec<Session<MemTransport>>,
 }
 
@@ -57,7 +57,8 @@ impl Relay {
     }
 
     /// A relay whose links speak `version`.
-    pub fn on(version: Version) -> Self {
+    pub fn on(version: impl Into<Protocol>) -> Self {
+        let version = version.into();
         Relay {
             origin: Origin::new(),
             hop: random_hop(),
@@ -98,17 +99,27 @@ impl Relay {
 pub async fn link(
     dialer: SessionConfig,
     acceptor: SessionConfig,
-    version: Version,
+    version: Protocol,
 ) -> Result<(Session<MemTransport>, Session<MemTransport>), Error> {
     let (client, server) = pair();
     let timeout = acceptor.limits.handshake_timeout;
     let (client, server) = tokio::join!(
-        Session::connect(client, version, ClientSetup::default(), dialer),
         async move {
-            Accepting::new(server, version, timeout)
-                .await?
-                .start(acceptor)
-                .await
+            match version {
+                Protocol::Lite(v) => {
+                    Session::connect(client, v, ClientSetup::default(), dialer).await
+                }
+                Protocol::Ietf(d) => {
+                    Session::connect_ietf(client, d, ClientSetup::default(), dialer).await
+                }
+            }
+        },
+        async move {
+            let accepting = match version {
+                Protocol::Lite(v) => Accepting::new(server, v, timeout).await?,
+                Protocol::Ietf(d) => Accepting::ietf(server, d, timeout).await?,
+            };
+            accepting.start(acceptor).await
         }
     );
     Ok((client?, server?))
@@ -122,7 +133,8 @@ pub struct Mesh {
 impl Mesh {
     /// `count` relays, each linked to every other (the higher index dials the lower), every
     /// link speaking `version`.
-    pub async fn full(count: usize, version: Version) -> Result<Mesh, Error> {
+    pub async fn full(count: usize, version: impl Into<Protocol>) -> Result<Mesh, Error> {
+        let version = version.into();
         let mut relays: Vec<Relay> = (0..count).map(|_| Relay::on(version)).collect();
         for dialer in 1..count {
             for acceptor in 0..dialer {

@@ -2,9 +2,10 @@
 //! and every group reached every reader (so a delivery regression fails the normal test suite).
 
 use starling_bench::{Dash, DashShape, Delivery};
-use starling_proto::Version;
+use starling_proto::ietf::Draft;
+use starling_proto::{Protocol, Version};
 
-async fn delivery(viewers: usize, frames: u64, version: Version) {
+async fn delivery(viewers: usize, frames: u64, version: impl Into<Protocol>) {
     let mut shape = Delivery::setup(viewers, version)
         .await
         .expect("delivery setup");
@@ -55,12 +56,33 @@ async fn delivery_to_ten_viewers_on_lite07() {
 }
 
 #[tokio::test]
+async fn delivery_to_ten_viewers_on_ietf22() {
+    delivery(10, 65, Draft::D22).await;
+}
+
+#[tokio::test]
+async fn delivery_to_ten_viewers_on_ietf14() {
+    delivery(10, 65, Draft::D14).await;
+}
+
+#[tokio::test]
+async fn dash_five_relays_on_ietf22() {
+    let shape = DashShape {
+        relays: 5,
+        projects: 2,
+        tracks: 6,
+        version: Draft::D22.into(),
+    };
+    dash(shape, 3).await;
+}
+
+#[tokio::test]
 async fn dash_two_relays() {
     let shape = DashShape {
         relays: 2,
         projects: 1,
         tracks: 6,
-        version: Version::Lite06,
+        version: Version::Lite06.into(),
     };
     dash(shape, 3).await;
 }
@@ -71,7 +93,7 @@ async fn dash_five_relays_on_lite07() {
         relays: 5,
         projects: 2,
         tracks: 6,
-        version: Version::Lite07Wip,
+        version: Version::Lite07Wip.into(),
     };
     dash(shape, 3).await;
 }
@@ -84,7 +106,7 @@ async fn dash_production_mesh_at_one_track() {
         relays: 35,
         projects: 1,
         tracks: 1,
-        version: Version::Lite06,
+        version: Version::Lite06.into(),
     };
     dash(shape, 2).await;
 }
