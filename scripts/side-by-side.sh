@@ -4,7 +4,7 @@
 # figure with their min/median/max over the pairs.
 #
 #   scripts/side-by-side.sh                 # PAIRS=3, every scenario
-#   PAIRS=5 SCENARIOS="fanout200 idle1000" scripts/side-by-side.sh
+#   PAIRS=5 SCENARIOS="fanout200 fanout200-ietf22 idle1000" scripts/side-by-side.sh
 #
 # Writes target/side-by-side/<time>/: one JSON summary per run under <scenario>/, the relay
 # logs, and report.md (machine, versions, commands and the tables).
@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 
 PAIRS=${PAIRS:-3}
 PORT=${PORT:-14443}
-SCENARIOS=${SCENARIOS:-"fanout200 burst2000 burstmix idle1000"}
+SCENARIOS=${SCENARIOS:-"fanout200 fanout200-ietf22 burst2000 burstmix idle1000"}
 OUT=${OUT:-target/side-by-side/$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$OUT"
 
@@ -60,6 +60,9 @@ scenario_args() {
         # 1 -> 200 subscribers, 30 fps x 1000-byte frames, 20 s (raw QUIC).
         fanout200) echo fanout --url "$URL" --subscribers 200 --tracks 1 --fps 30 \
             --frame-size 1000 --group-frames 30 --duration-secs 20 ;;
+        # The same on the IETF draft 22 (both relays serve it by default).
+        fanout200-ietf22) echo fanout --url "$URL" --version moq-transport-22 --subscribers 200 \
+            --tracks 1 --fps 30 --frame-size 1000 --group-frames 30 --duration-secs 20 ;;
         # 2000 QUIC clients, 64 connecting at once, each waiting for its first frame.
         burst2000) echo burst --url "$URL" --clients 2000 --concurrency 64 \
             --quic-weight 1 --ws-weight 0 --http-weight 0 ;;

@@ -94,3 +94,28 @@ async fn lite02_moql_moq_tokio_publisher_over_websocket() {
     let case = Case::new(Version::Lite02, Binding::Quic);
     run(case, scenario(case, false)).await;
 }
+
+/// The IETF drafts over QMux: draft 17 pairs with qmux-01 and qmux-00, draft 22 with qmux-01
+/// only; both over WebSocket and TCP.
+mod ietf {
+    use super::*;
+    use starling_proto::ietf::Draft;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn draft22_over_websocket() {
+        let case = Case::new(Draft::D22, Binding::Quic);
+        run(case, scenario(case, false)).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn draft14_over_websocket() {
+        let case = Case::new(Draft::D14, Binding::Quic);
+        run(case, scenario(case, false)).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn draft17_over_tcp() {
+        let case = Case::new(Draft::D17, Binding::Quic);
+        run(case, scenario(case, true)).await;
+    }
+}

@@ -11,21 +11,21 @@ use std::path::PathBuf;
 use clap::Args;
 use starling_net::qmux::QmuxConnectError;
 use starling_net::{AnyTransport, ClientError, DialConfig, DialError, TlsVerify};
-use starling_proto::{Role, Version};
+use starling_proto::{Protocol, Role};
 use starling_session::{random_hop, ClientSetup, Session, SessionConfig};
 use url::Url;
 
 /// How to reach and verify relays.
 #[derive(Args, Clone, Debug)]
 pub struct ConnectArgs {
-    /// Versions to offer, most preferred first (default moq-lite-06, moq-lite-05;
-    /// moq-lite-07-wip only when named).
+    /// Versions to offer, most preferred first (default: every moq-lite version, then the IETF
+    /// drafts 22 to 14, as moq-net offers them; moq-lite-07-wip only when named).
     #[arg(
         long = "version",
         visible_aliases = ["client-version", "connect-version"],
         value_delimiter = ','
     )]
-    pub versions: Vec<Version>,
+    pub versions: Vec<Protocol>,
     /// Accept any server certificate (development only).
     #[arg(long)]
     pub tls_disable_verify: bool,
@@ -81,18 +81,18 @@ impl ConnectError {
 pub struct Dialer {
     dialer: starling_net::Dialer,
     /// What is offered, most preferred first (the legacy negotiation offers its share).
-    versions: Vec<Version>,
+    versions: Vec<Protocol>,
 }
 
 impl Dialer {
     /// Bind the QUIC endpoints. Must be called within a tokio runtime.
     pub fn new(args: &ConnectArgs) -> Result<Self, ConnectError> {
         let versions = if args.versions.is_empty() {
-            Version::SUPPORTED.to_vec()
+            Protocol::SUPPORTED.to_vec()
         } else {
             args.versions.clone()
         };
-        let alpns = Version::alpns(&versions);
+        let alpns = Protocol::alpns(&versions);
         let tls = if args.tls_disable_verify {
             TlsVerify::Disabled
         } else if let Some(root) = &args.tls_root {
@@ -130,7 +130,7 @@ impl Dialer {
         Session::connect_negotiated(
             dialed.transport,
             &dialed.protocol,
-            &self.versions,
+            &Protocol::lite(&self.versions),
             setup,
             config,
         )
