@@ -7,6 +7,7 @@
 #
 #   scripts/mesh-dash.sh                               # RELAYS=4, PAIRS=2
 #   RELAYS=6 PROJECTS=20 TRACKS=16 PAIRS=3 scripts/mesh-dash.sh
+#   VERSION=moq-transport-22 scripts/mesh-dash.sh     # the clients on IETF draft 22
 #
 # Writes target/mesh-dash/<time>/: one JSON summary per run under dash/, the relay logs, and
 # report.md (machine, versions, command, table).
@@ -83,6 +84,10 @@ dash_args() {
         args+=(--relay "moqt://localhost:$((PORT + index))/")
     done
     args+=(--projects "$PROJECTS" --tracks "$TRACKS" --ticks "$TICKS" --tick-ms 1000)
+    # The node publishers' and the dash client's protocol (the relays' links stay theirs).
+    if [ -n "${VERSION:-}" ]; then
+        args+=(--version "$VERSION")
+    fi
     echo "${args[@]}"
 }
 

@@ -100,6 +100,19 @@ pub(crate) struct Upstream {
     pub streams: tokio::sync::watch::Sender<u64>,
 }
 
+impl Upstream {
+    /// A group stream of this subscription arrived: count it, and rank its reader by the
+    /// priority our readers asked of the subscription (within it, older groups are evicted
+    /// first).
+    pub fn arrived<R: RecvStream>(&self, reader: &Reader<R>, sequence: u64) {
+        self.streams.send_modify(|n| *n += 1);
+        reader.set_rank(Rank::Data {
+            priority: self.track.demand().map_or(0, |demand| demand.priority),
+            sequence,
+        });
+    }
+}
+
 pub(crate) struct Shared<T: Transport> {
     pub transport: T,
     pub version: Version,
@@ -146,6 +159,22 @@ impl<T: Transport> Shared<T> {
                 _ = task => {}
             }
         });
+    }
+
+    /// A uni stream for one group, unless `abort` resolves or the session ends before the
+    /// transport grants one; counted in `opened` (the stream count a track's end reports).
+    pub async fn group_stream<A: std::future::Future>(
+        &self,
+        abort: A,
+        opened: &AtomicU64,
+    ) -> Option<Writer<T::Send>> {
+        let stream = tokio::select! {
+            _ = abort => return None,
+            _ = self.cancel.cancelled() => return None,
+            stream = self.transport.open_uni() => stream.ok()?,
+        };
+        opened.fetch_add(1, Ordering::Relaxed);
+        Some(Writer::new(stream, self.version))
     }
 
     /// End the session with the code `err` maps to.

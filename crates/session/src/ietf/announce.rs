@@ -216,8 +216,17 @@ pub(crate) async fn subscribe_namespace<T: Transport>(
     let state = shared.ietf()?;
     let draft = state.draft;
     let limits = &shared.config.limits;
-    let _slot = Shared::<T>::take_slot(&shared.announce_interests, limits.max_announce_interests)
-        .ok_or(Error::Bound("announce interests"))?;
+    let Some(_slot) =
+        Shared::<T>::take_slot(&shared.announce_interests, limits.max_announce_interests)
+    else {
+        return super::refuse(
+            request,
+            Refused::SubscribeNamespace,
+            starling_proto::ietf::reply::RefusalCode::InternalError,
+            "too many namespace subscriptions",
+        )
+        .await;
+    };
     request
         .send(&Control::RequestOk {
             answers: Some(Refused::SubscribeNamespace),

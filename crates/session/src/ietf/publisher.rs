@@ -345,16 +345,9 @@ async fn send_group<T: Transport>(
     abort: CancellationToken,
     opened: Arc<AtomicU64>,
 ) {
-    let stream = tokio::select! {
-        _ = abort.cancelled() => return,
-        _ = shared.cancel.cancelled() => return,
-        stream = shared.transport.open_uni() => match stream {
-            Ok(stream) => stream,
-            Err(_) => return,
-        },
+    let Some(mut writer) = shared.group_stream(abort.cancelled(), &opened).await else {
+        return;
     };
-    opened.fetch_add(1, Ordering::Relaxed);
-    let mut writer = Writer::new(stream, shared.version);
     let sequence = group.sequence();
     writer.set_priority(send_order(*priority.borrow_and_update(), sequence, base));
     let stats = &shared.stats;

@@ -28,7 +28,6 @@ use tokio_util::sync::CancellationToken;
 use super::data::{Object, ObjectIds};
 use super::request::Request;
 use super::{refuse, wire_stream_code};
-use crate::budget::Rank;
 use crate::error::Error;
 use crate::frames::{now_ms, read_payload};
 use crate::reader::Reader;
@@ -459,12 +458,8 @@ pub(crate) async fn subgroup<T: Transport>(
         refuse_stream(reader, StreamCode::Internal);
         return;
     };
-    upstream.streams.send_modify(|n| *n += 1);
+    upstream.arrived(reader, header.group);
     let track = &upstream.track;
-    reader.set_rank(Rank::Data {
-        priority: track.demand().map_or(0, |demand| demand.priority),
-        sequence: header.group,
-    });
     let max_frame = shared.config.model_limits.max_frame_bytes as u64;
     let timescale = track.info().map_or(1000, |i| i.timescale);
     let mut ids = ObjectIds::default();

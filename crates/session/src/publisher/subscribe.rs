@@ -432,16 +432,9 @@ async fn send_group<T: Transport>(
     abort: Abort,
     opened: Arc<AtomicU64>,
 ) {
-    let stream = tokio::select! {
-        _ = abort.aborted() => return,
-        _ = shared.cancel.cancelled() => return,
-        stream = shared.transport.open_uni() => match stream {
-            Ok(stream) => stream,
-            Err(_) => return,
-        },
+    let Some(mut writer) = shared.group_stream(abort.aborted(), &opened).await else {
+        return;
     };
-    opened.fetch_add(1, Ordering::Relaxed);
-    let mut writer = Writer::new(stream, shared.version);
     writer.set_priority(priority.borrow_and_update().order(group.sequence()));
     let result = tokio::select! {
         code = abort.aborted() => Err(code),

@@ -375,14 +375,8 @@ pub(crate) async fn group<T: Transport>(shared: &Arc<Shared<T>>, reader: &mut Re
         reader.stop(StreamCode::Cancelled.to_code());
         return;
     };
-    upstream.streams.send_modify(|n| *n += 1);
+    upstream.arrived(reader, header.sequence);
     let track = &upstream.track;
-    // Ranked by the priority our readers asked of this subscription; within it, older groups
-    // are evicted first.
-    reader.set_rank(Rank::Data {
-        priority: track.demand().map_or(0, |demand| demand.priority),
-        sequence: header.sequence,
-    });
     let created = track.create_group(header.sequence);
     tracing::trace!(
         track = track.name(),
