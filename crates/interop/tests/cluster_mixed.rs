@@ -171,3 +171,33 @@ version_binding_matrix!(starling_dials_moq_to_starling => starling_dials_moq_rel
 version_binding_matrix!(starling_dials_starling_to_moq => starling_dials_starling_to_moq_relay);
 version_binding_matrix!(moq_dials_moq_to_starling => moq_relay_dials_moq_relay_to_starling);
 version_binding_matrix!(moq_dials_starling_to_moq => moq_relay_dials_starling_to_moq_relay);
+
+/// The same mesh over IETF drafts: each relay serves only the draft, so the peer link speaks it
+/// too (moq-relay's and Starling's cluster dials offer every protocol). One draft of each wire
+/// family, both bindings between them.
+macro_rules! ietf_cells {
+    ($name:ident => $scenario:ident) => {
+        mod $name {
+            use crate::common::{run, Binding, Case};
+            use starling_proto::ietf::Draft;
+
+            ietf_cells!(@cell draft14_raw_quic, D14, Quic, $scenario);
+            ietf_cells!(@cell draft16_webtransport, D16, WebTransport, $scenario);
+            ietf_cells!(@cell draft17_raw_quic, D17, Quic, $scenario);
+            ietf_cells!(@cell draft22_webtransport, D22, WebTransport, $scenario);
+        }
+    };
+    (@cell $test:ident, $draft:ident, $binding:ident, $scenario:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $test() {
+            let case = Case::new(Draft::$draft, Binding::$binding);
+            run(case, super::$scenario(case)).await;
+        }
+    };
+}
+
+ietf_cells!(moq_in_the_middle_ietf => moq_relay_in_the_middle_of_two_starlings);
+ietf_cells!(starling_dials_moq_to_starling_ietf => starling_dials_moq_relay_to_starling);
+ietf_cells!(starling_dials_starling_to_moq_ietf => starling_dials_starling_to_moq_relay);
+ietf_cells!(moq_dials_moq_to_starling_ietf => moq_relay_dials_moq_relay_to_starling);
+ietf_cells!(moq_dials_starling_to_moq_ietf => moq_relay_dials_starling_to_moq_relay);
