@@ -177,6 +177,17 @@ impl<T: Transport> Shared<T> {
         Some(Writer::new(stream, self.version))
     }
 
+    /// Resolves once the peer has sent GOAWAY.
+    pub async fn going_away(&self) {
+        loop {
+            let notified = self.goaway_received.notified();
+            if self.goaway.lock().is_some() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
     /// End the session with the code `err` maps to.
     pub fn fail(&self, err: Error) {
         let code = err.session_code();
@@ -796,13 +807,8 @@ impl<T: Transport> Session<T> {
 
     /// Resolves with the peer's GOAWAY URI once it sent one.
     pub async fn goaway_received(&self) -> String {
-        loop {
-            let notified = self.shared.goaway_received.notified();
-            if let Some(uri) = self.shared.goaway.lock().clone() {
-                return uri;
-            }
-            notified.await;
-        }
+        self.shared.going_away().await;
+        self.shared.goaway.lock().clone().unwrap_or_default()
     }
 
     /// Fetch one group of `track` in broadcast `path` (relative to the root) from frame

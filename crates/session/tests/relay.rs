@@ -1,11 +1,12 @@
-//! Publisher -> relay -> subscribers over the in-memory transport, on every moq-lite version.
+//! Publisher -> relay -> subscribers over the in-memory transport, on every moq-lite version
+//! and on the IETF drafts.
 
 mod common;
 
 use common::*;
 use starling_proto::Version;
 
-async fn publish_and_receive(version: Version) {
+async fn publish_and_receive(version: impl Into<starling_proto::Protocol> + Copy) {
     let relay = Relay::new();
     let publisher = publisher(&relay, version, "room/alice", &["video"]).await;
     let sub = subscriber(&relay, version).await;
@@ -574,4 +575,49 @@ async fn a_route_too_long_to_forward_falls_back_to_a_shorter_one() {
     );
     drop(short_route);
     wait_announced(&origin, "room/alice", false).await;
+}
+
+#[tokio::test]
+async fn ietf14_publish_through_relay() {
+    publish_and_receive(starling_proto::ietf::Draft::D14).await;
+}
+
+#[tokio::test]
+async fn ietf16_publish_through_relay() {
+    publish_and_receive(starling_proto::ietf::Draft::D16).await;
+}
+
+#[tokio::test]
+async fn ietf22_publish_through_relay() {
+    publish_and_receive(starling_proto::ietf::Draft::D22).await;
+}
+
+/// On an IETF draft with MoQ Cluster (17 on): a publisher's GOAWAY re-prices its routes to
+/// the maximum at the relay, and the relay's repeated NAMESPACE carries the new cost to the
+/// subscriber (moq-relay's drain pricing over the drafts).
+#[tokio::test]
+async fn an_ietf_draining_publishers_routes_cost_the_maximum_downstream() {
+    use starling_proto::ietf::Draft;
+    use starling_proto::RouteCost;
+    let relay = Relay::new();
+    let publisher = publisher(&relay, Draft::D22, "room/alice", &["video"]).await;
+    let sub = subscriber(&relay, Draft::D22).await;
+    wait_announced(&sub.origin, "room/alice", true).await;
+    let cost = |origin: &starling_model::Origin| {
+        origin
+            .route(&path("room/alice"), None)
+            .map(|r| r.route.cost)
+    };
+    assert_eq!(cost(&relay.origin), Some(RouteCost::new(1)));
+    assert_eq!(cost(&sub.origin), Some(RouteCost::new(2)));
+
+    publisher.session.goaway("").await.unwrap();
+    let interest = sub.origin.interest(starling_proto::Path::empty()).unwrap();
+    let mut changed = Vec::new();
+    while cost(&sub.origin) != Some(RouteCost::MAX) {
+        tokio::time::timeout(TIMEOUT, interest.changed(&mut changed))
+            .await
+            .expect("the re-priced route reaches the subscriber");
+    }
+    assert_eq!(cost(&relay.origin), Some(RouteCost::MAX));
 }

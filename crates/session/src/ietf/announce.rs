@@ -15,9 +15,11 @@ use starling_proto::ietf::namespace::{
     SubscribeNamespace,
 };
 use starling_proto::ietf::reply::{Refused, RequestOk};
+use starling_proto::ietf::subscribe::RequestUpdate;
 use starling_proto::ietf::Control;
 use starling_proto::{Hops, Path};
 use starling_transport::Transport;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::request::Request;
@@ -33,10 +35,18 @@ enum Mode<'a, T: Transport> {
     Inline(&'a mut Request<T>),
 }
 
+/// One broadcast told to the peer.
+struct Advert {
+    /// Requests mode: the advertisement's stop, and where its re-pricings go.
+    task: Option<(CancellationToken, watch::Sender<ClusterParams>)>,
+    /// The cluster parameters last told (`None` to a peer without MoQ Cluster).
+    cluster: Option<ClusterParams>,
+}
+
 /// What one view has told the peer.
 struct Told {
-    /// By absolute path: the advertisement's stop (Requests mode), or nothing (Inline).
-    live: HashMap<Path, Option<CancellationToken>>,
+    /// By absolute path.
+    live: HashMap<Path, Advert>,
 }
 
 /// The cluster parameters of an advertisement to this peer.
@@ -68,10 +78,16 @@ impl Told {
                 request
                     .send(&Control::Namespace(Namespace {
                         suffix: view.suffix(&path),
-                        cluster,
+                        cluster: cluster.clone(),
                     }))
                     .await?;
-                self.live.insert(path, None);
+                self.live.insert(
+                    path,
+                    Advert {
+                        task: None,
+                        cluster,
+                    },
+                );
             }
             Mode::Requests => {
                 let state = shared.ietf()?;
@@ -83,16 +99,23 @@ impl Told {
                     .strip_prefix(&shared.config.root)
                     .unwrap_or_else(|| path.clone());
                 let stop = CancellationToken::new();
+                let (updates, task_updates) = watch::channel(cluster.clone().unwrap_or_default());
                 let task_stop = stop.clone();
                 let task = shared.clone();
                 let task_path = path.clone();
                 shared.spawn(async move {
-                    advertisement(&task, wire, cluster.unwrap_or_default(), task_stop).await;
+                    advertisement(&task, wire, task_updates, task_stop).await;
                     if let Ok(state) = task.ietf() {
                         state.advertised.lock().remove(&task_path);
                     }
                 });
-                self.live.insert(path, Some(stop));
+                self.live.insert(
+                    path,
+                    Advert {
+                        task: Some((stop, updates)),
+                        cluster,
+                    },
+                );
             }
         }
         Ok(())
@@ -105,14 +128,20 @@ impl Told {
         path: &Path,
     ) -> Result<(), Error> {
         match (self.live.remove(path), mode) {
-            (Some(None), Mode::Inline(request)) => {
+            (Some(Advert { task: None, .. }), Mode::Inline(request)) => {
                 request
                     .send(&Control::NamespaceDone(NamespaceDone {
                         suffix: view.suffix(path),
                     }))
                     .await
             }
-            (Some(Some(stop)), _) => {
+            (
+                Some(Advert {
+                    task: Some((stop, _)),
+                    ..
+                }),
+                _,
+            ) => {
                 stop.cancel();
                 Ok(())
             }
@@ -120,9 +149,43 @@ impl Told {
         }
     }
 
+    /// The route to a told broadcast changed: a cluster peer hears the new hop path and cost
+    /// (a repeated NAMESPACE on the request, or a REQUEST_UPDATE on the advertisement).
+    async fn update<T: Transport>(
+        &mut self,
+        shared: &Arc<Shared<T>>,
+        view: &View,
+        mode: &mut Mode<'_, T>,
+        announced: &Announced,
+    ) -> Result<(), Error> {
+        let Some(advert) = self.live.get_mut(&announced.path) else {
+            return Ok(());
+        };
+        let cluster = cluster_of(shared, announced);
+        if cluster.is_none() || cluster == advert.cluster {
+            return Ok(());
+        }
+        advert.cluster = cluster.clone();
+        match (&advert.task, mode) {
+            (Some((_, updates)), _) => {
+                updates.send_replace(cluster.unwrap_or_default());
+                Ok(())
+            }
+            (None, Mode::Inline(request)) => {
+                request
+                    .send(&Control::Namespace(Namespace {
+                        suffix: view.suffix(&announced.path),
+                        cluster,
+                    }))
+                    .await
+            }
+            (None, Mode::Requests) => Ok(()),
+        }
+    }
+
     fn end_all(&mut self) {
-        for (_, stop) in self.live.drain() {
-            if let Some(stop) = stop {
+        for (_, advert) in self.live.drain() {
+            if let Some((stop, _)) = advert.task {
                 stop.cancel();
             }
         }
@@ -173,7 +236,7 @@ async fn follow<T: Transport>(
                     Some(now) if !told.live.contains_key(&path) => {
                         told.start(shared, view, &mut mode, &now).await?;
                     }
-                    Some(_) => {}
+                    Some(now) => told.update(shared, view, &mut mode, &now).await?,
                     None => told.end(view, &mut mode, &path).await?,
                 }
             }
@@ -301,13 +364,15 @@ pub(crate) async fn advertise<T: Transport>(shared: Arc<Shared<T>>) {
 }
 
 /// One PUBLISH_NAMESPACE of ours, held until `stop`: then withdrawn with DONE (14-16) or our
-/// FIN (17 on). A refusal or the peer's cancellation ends it.
+/// FIN (17 on). A re-pricing goes as a REQUEST_UPDATE with the new hop path and cost; a
+/// refusal or the peer's cancellation ends it.
 async fn advertisement<T: Transport>(
     shared: &Arc<Shared<T>>,
     namespace: Path,
-    cluster: ClusterParams,
+    mut updates: watch::Receiver<ClusterParams>,
     stop: CancellationToken,
 ) {
+    let cluster = updates.borrow_and_update().clone();
     let Ok(draft) = shared.ietf().map(|s| s.draft) else {
         return;
     };
@@ -342,6 +407,23 @@ async fn advertisement<T: Transport>(
                 }
                 request.finish();
                 return;
+            }
+            Ok(()) = updates.changed() => {
+                let cluster = updates.borrow_and_update().clone();
+                let Ok(id) = shared.ietf() else { return };
+                let Ok(update_id) = id.allocate(shared.config.limits.request_timeout).await else {
+                    return;
+                };
+                let update = RequestUpdate {
+                    request_id: update_id,
+                    subscription_id: request.id,
+                    hop_path: cluster.hop_path,
+                    route_cost: cluster.route_cost,
+                    ..RequestUpdate::default()
+                };
+                if request.send(&Control::RequestUpdate(update)).await.is_err() {
+                    return;
+                }
             }
             msg = request.recv() => match msg {
                 Ok(Some(Control::RequestOk { .. })) => {}

@@ -45,9 +45,46 @@ struct Source {
     route: RouteHandle,
     broadcast: Arc<BroadcastProducer>,
     stop: CancellationToken,
+    /// The route's chain and cost as advertised (cost with the link's price).
+    hops: Vec<u64>,
+    cost: RouteCost,
+    /// The peer sent GOAWAY: the route costs the maximum from then on.
+    draining: bool,
 }
 
 impl Source {
+    /// The peer re-priced the route (MoQ Cluster: a REQUEST_UPDATE on PUBLISH_NAMESPACE, a
+    /// repeated NAMESPACE), or is draining: what is absent is kept.
+    fn reprice<T: Transport>(
+        &mut self,
+        shared: &Shared<T>,
+        cluster: Option<&ClusterParams>,
+        draining: bool,
+    ) -> Result<(), Error> {
+        let clusters = shared.ietf()?.peer_clusters();
+        if let Some(cluster) = cluster.filter(|_| clusters) {
+            if let Some(hops) = &cluster.hop_path {
+                self.hops = hops.as_slice().to_vec();
+            }
+            if let Some(cost) = cluster.route_cost {
+                self.cost = RouteCost::new(cost).charged(link_cost(shared));
+            }
+        }
+        self.draining |= draining;
+        let cost = if self.draining {
+            RouteCost::MAX
+        } else {
+            self.cost
+        };
+        if let Some(origin) = shared.config.consume.as_ref() {
+            origin.update_route(
+                &self.route,
+                Route::learned(self.hops.clone(), cost, shared.config.cluster_peer),
+            );
+        }
+        Ok(())
+    }
+
     /// Withdraw the route: explicitly (the peer said so; routes through it go stale) or
     /// because the advertisement's carrier ended.
     fn end<T: Transport>(self, shared: &Shared<T>, explicit: bool) {
@@ -79,7 +116,7 @@ fn publish_route<T: Transport>(
         return Ok(Err(RefusalCode::Unauthorized));
     }
     let hop_path = cluster.and_then(|c| c.hop_path.as_ref());
-    let link = shared.config.link_cost.or(shared.peer.cost).unwrap_or(1);
+    let link = link_cost(shared);
     let (chain, cost) = if state.peer_clusters() {
         let hops = hop_path.ok_or(Error::ProtocolViolation("advertisement without HOP_PATH"))?;
         if hops.contains(shared.config.hop) {
@@ -101,7 +138,7 @@ fn publish_route<T: Transport>(
     }
     let path = shared.absolute(wire)?;
     let broadcast = Arc::new(shared.config.dynamic_broadcast());
-    let route = Route::learned(chain, cost, shared.config.cluster_peer);
+    let route = Route::learned(chain.clone(), cost, shared.config.cluster_peer);
     let handle = origin.publish(path, broadcast.consume(), route)?;
     shared.stats.routes.fetch_add(1, Ordering::Relaxed);
     let stop = CancellationToken::new();
@@ -113,11 +150,23 @@ fn publish_route<T: Transport>(
             _ = task => {}
         }
     });
-    Ok(Ok(Source {
+    let mut source = Source {
         route: handle,
         broadcast,
         stop,
-    }))
+        hops: chain,
+        cost,
+        draining: false,
+    };
+    if shared.goaway.lock().is_some() {
+        source.reprice(shared, None, true)?;
+    }
+    Ok(Ok(source))
+}
+
+/// What pulling through this peer costs on top of a route's own cost.
+fn link_cost<T: Transport>(shared: &Shared<T>) -> u64 {
+    shared.config.link_cost.or(shared.peer.cost).unwrap_or(1)
 }
 
 /// The peer's PUBLISH_NAMESPACE: a route while the request lives (until PUBLISH_NAMESPACE_DONE
@@ -128,7 +177,7 @@ pub(crate) async fn publish_namespace<T: Transport>(
     msg: PublishNamespace,
 ) -> Result<(), Error> {
     let cluster = (msg.cluster != ClusterParams::default()).then_some(&msg.cluster);
-    let source = match publish_route(shared, &msg.namespace, cluster)? {
+    let mut source = match publish_route(shared, &msg.namespace, cluster)? {
         Ok(source) => source,
         Err(code) => {
             return refuse(
@@ -150,10 +199,22 @@ pub(crate) async fn publish_namespace<T: Transport>(
             })
             .await?;
         loop {
-            match request.recv().await {
+            let next = tokio::select! {
+                next = request.recv() => next,
+                _ = shared.going_away(), if !source.draining => {
+                    source.reprice(shared, None, true)?;
+                    continue;
+                }
+            };
+            match next {
                 Ok(Some(Control::PublishNamespaceDone(_))) | Ok(None) => return Ok(true),
                 // A cluster re-pricing: the new cost (and chain) of the same route.
                 Ok(Some(Control::RequestUpdate(update))) => {
+                    let cluster = ClusterParams {
+                        hop_path: update.hop_path.clone(),
+                        route_cost: update.route_cost,
+                    };
+                    source.reprice(shared, Some(&cluster), false)?;
                     let ok = Control::RequestOk {
                         answers: None,
                         ok: RequestOk {
@@ -211,15 +272,28 @@ pub(crate) async fn subscribe_namespace<T: Transport>(shared: Arc<Shared<T>>, pr
             }
         }
         let mut live: HashMap<Path, Source> = HashMap::new();
+        let mut draining = false;
         let result = async {
             loop {
-                match request.recv().await {
+                let next = tokio::select! {
+                    next = request.recv() => next,
+                    _ = shared.going_away(), if !draining => {
+                        // Every route through a draining peer costs the maximum.
+                        draining = true;
+                        for source in live.values_mut() {
+                            source.reprice(&shared, None, true)?;
+                        }
+                        continue;
+                    }
+                };
+                match next {
                     Ok(Some(Control::Namespace(ns))) if draft.has_namespace_messages() => {
                         let wire = prefix
                             .join(&ns.suffix)
                             .map_err(|_| Error::ProtocolViolation("namespace too long"))?;
                         // A repeat for a live suffix is an update.
-                        if live.contains_key(&wire) {
+                        if let Some(source) = live.get_mut(&wire) {
+                            source.reprice(&shared, ns.cluster.as_ref(), false)?;
                             continue;
                         }
                         if let Ok(source) = publish_route(&shared, &wire, ns.cluster.as_ref())? {

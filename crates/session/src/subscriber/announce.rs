@@ -161,7 +161,7 @@ async fn run<T: Transport>(shared: &Arc<Shared<T>>, prefix: &Path) -> Result<(),
         };
         let step = tokio::select! {
             biased;
-            _ = goaway(shared), if !draining => {
+            _ = shared.going_away(), if !draining => {
                 state.drain();
                 continue;
             }
@@ -175,17 +175,6 @@ async fn run<T: Transport>(shared: &Arc<Shared<T>>, prefix: &Path) -> Result<(),
     };
     state.end_all();
     result
-}
-
-/// Resolves once the peer has sent GOAWAY.
-async fn goaway<T: Transport>(shared: &Shared<T>) {
-    loop {
-        let notified = shared.goaway_received.notified();
-        if shared.goaway.lock().is_some() {
-            return;
-        }
-        notified.await;
-    }
 }
 
 struct Announces<T: Transport> {

@@ -9,7 +9,7 @@ use starling_model::{
     BroadcastProducer, Frame, Limits, Origin, Route, RouteHandle, StartAt, TrackConsumer,
     TrackInfo, TrackProducer,
 };
-use starling_proto::{Path, Version};
+use starling_proto::{Path, Protocol, Version};
 use starling_session::{random_hop, Accepting, ClientSetup, Session, SessionConfig};
 use starling_transport::mem::{pair, MemTransport};
 
@@ -37,7 +37,7 @@ impl Relay {
     /// Connect a client with `config` to this relay over a fresh in-memory pair.
     pub async fn connect(
         &self,
-        version: Version,
+        version: impl Into<Protocol>,
         config: SessionConfig,
     ) -> (Session<MemTransport>, Session<MemTransport>) {
         let (session, relay_side, _) = self.connect_raw(version, config).await;
@@ -47,7 +47,7 @@ impl Relay {
     /// Like `connect`, also returning the client's transport.
     pub async fn connect_raw(
         &self,
-        version: Version,
+        version: impl Into<Protocol>,
         config: SessionConfig,
     ) -> (Session<MemTransport>, Session<MemTransport>, MemTransport) {
         self.connect_with(version, config, |_| {}).await
@@ -56,19 +56,22 @@ impl Relay {
     /// Like `connect_raw`, adjusting the relay side's config first.
     pub async fn connect_with(
         &self,
-        version: Version,
+        version: impl Into<Protocol>,
         config: SessionConfig,
         relay_side: impl FnOnce(&mut SessionConfig) + Send + 'static,
     ) -> (Session<MemTransport>, Session<MemTransport>, MemTransport) {
+        let protocol = version.into();
         let (client, server) = pair();
         let transport = client.clone();
         let relay = self.clone();
         let accept = tokio::spawn(async move {
             // lite-01/02 are chosen in band, the others by the (here implied) protocol.
-            let accepting = if version.negotiates_in_band() {
-                Accepting::legacy(server, &[version], TIMEOUT).await
-            } else {
-                Accepting::new(server, version, TIMEOUT).await
+            let accepting = match protocol {
+                Protocol::Lite(version) if version.negotiates_in_band() => {
+                    Accepting::legacy(server, &[version], TIMEOUT).await
+                }
+                Protocol::Lite(version) => Accepting::new(server, version, TIMEOUT).await,
+                Protocol::Ietf(draft) => Accepting::ietf(server, draft, TIMEOUT).await,
             }
             .unwrap();
             let mut config = SessionConfig::new(relay.hop);
@@ -79,8 +82,8 @@ impl Relay {
         });
         let session = Session::connect_negotiated(
             client,
-            version.alpn(),
-            &[version],
+            protocol.alpn(),
+            &Protocol::lite(&[protocol]),
             ClientSetup::default(),
             config,
         )
@@ -101,7 +104,12 @@ pub struct Publisher {
     pub transport: MemTransport,
 }
 
-pub async fn publisher(relay: &Relay, version: Version, name: &str, tracks: &[&str]) -> Publisher {
+pub async fn publisher(
+    relay: &Relay,
+    version: impl Into<Protocol>,
+    name: &str,
+    tracks: &[&str],
+) -> Publisher {
     let origin = Origin::new();
     let broadcast = BroadcastProducer::new(Limits::default());
     let tracks = tracks
@@ -131,7 +139,7 @@ pub struct Subscriber {
     pub relay_side: Session<MemTransport>,
 }
 
-pub async fn subscriber(relay: &Relay, version: Version) -> Subscriber {
+pub async fn subscriber(relay: &Relay, version: impl Into<Protocol>) -> Subscriber {
     let origin = Origin::new();
     let mut config = SessionConfig::new(random_hop());
     config.consume = Some(origin.clone());
