@@ -538,6 +538,10 @@ impl Inner {
         if facts.query.is_none() {
             facts.query = accepted.path.as_deref().and_then(SessionFacts::query_of);
         }
+        // An IETF SETUP's AUTHORIZATION_TOKEN is the credential when the URL carries none.
+        if let Some(token) = accepting.setup().token.as_deref() {
+            facts.present_token(token);
+        }
         facts.role = accepting.setup().role;
         let accepting_role = accepting.setup().role;
         facts.remote = Some(remote);

@@ -6,6 +6,7 @@
 //! witness on the same relay keeps receiving every frame.
 
 mod common;
+mod ietf_client;
 mod witness;
 
 use bytes::{Bytes, BytesMut};
@@ -13,99 +14,21 @@ use starling_proto::framing::write_frame;
 use starling_proto::ietf::fields::{write_name, write_namespace, write_request_id};
 use starling_proto::ietf::params::ParamWriter;
 use starling_proto::ietf::subscribe::Subscribe;
-use starling_proto::ietf::{ClientSetup, Control, Draft, Setup, SetupOptions};
+use starling_proto::ietf::{Control, Draft};
 use starling_proto::{varint, Path, SessionCode};
 use starling_relay::RelayConfig;
 use starling_session::SessionLimits;
-use starling_transport::{RecvStream, SendStream, Transport};
+use starling_transport::RecvStream;
 
-use common::{bind_relay, quic_client_alpn, within};
-use witness::{closed_code, witness, PROTOCOL_VIOLATION};
+use common::{bind_relay, within};
+use ietf_client::Client;
+use witness::{witness, PROTOCOL_VIOLATION};
 
 const INVALID_REQUEST_ID: u32 = SessionCode::InvalidRequestId.to_code();
 const TOO_MANY_REQUESTS: u32 = SessionCode::TooManyRequests.to_code();
 
 /// The relay's control-message limit in these tests: smaller than a 16-bit length can say.
 const MAX_CONTROL: usize = 1024;
-
-/// A session on `draft` whose SETUP is sent; requests go to the returned send stream (the
-/// control stream on 14-16, a fresh request stream from 17).
-struct Client {
-    transport: starling_net::QuicTransport,
-    _control: Option<(
-        <starling_net::QuicTransport as Transport>::Send,
-        <starling_net::QuicTransport as Transport>::Recv,
-    )>,
-    draft: Draft,
-}
-
-impl Client {
-    async fn connect(url: &url::Url, draft: Draft) -> Self {
-        let transport = within(quic_client_alpn(draft.alpn()).connect(url))
-            .await
-            .unwrap()
-            .transport;
-        let mut setup = BytesMut::new();
-        if draft.has_control_stream() {
-            let versions = if draft.has_inline_fields() {
-                vec![draft.code()]
-            } else {
-                Vec::new()
-            };
-            Control::ClientSetup(ClientSetup {
-                versions,
-                options: SetupOptions::default(),
-            })
-            .encode(draft, &mut setup)
-            .unwrap();
-            let (mut send, mut recv) = transport.open_bi().await.unwrap();
-            send.write(setup.freeze()).await.unwrap();
-            // SERVER_SETUP arrives first.
-            assert!(within(recv.read(4096)).await.unwrap().is_some());
-            Client {
-                transport,
-                _control: Some((send, recv)),
-                draft,
-            }
-        } else {
-            Setup {
-                options: SetupOptions::default(),
-            }
-            .encode(draft, &mut setup)
-            .unwrap();
-            let mut send = transport.open_uni().await.unwrap();
-            send.write(setup.freeze()).await.unwrap();
-            std::mem::forget(send);
-            Client {
-                transport,
-                _control: None,
-                draft,
-            }
-        }
-    }
-
-    /// Send one request's bytes where this draft sends requests.
-    async fn request(&mut self, bytes: Bytes) {
-        match &mut self._control {
-            Some((send, _)) => send.write(bytes).await.unwrap(),
-            None => {
-                let (mut send, recv) = self.transport.open_bi().await.unwrap();
-                send.write(bytes).await.unwrap();
-                std::mem::forget((send, recv));
-            }
-        }
-    }
-
-    async fn closes_with(mut self, bytes: Bytes, code: u32, case: &str) {
-        self.request(bytes).await;
-        assert_eq!(
-            closed_code(&self.transport).await,
-            code,
-            "{case} on {}",
-            self.draft.name()
-        );
-    }
-}
 
 /// A SUBSCRIBE for `good/seq` with request id `id`.
 fn subscribe(draft: Draft, id: u64) -> BytesMut {
@@ -203,8 +126,9 @@ async fn drafts_14_and_15_skip_unknown_parameters() {
     tokio::spawn(relay.run());
     let draft = Draft::D15;
     let mut client = Client::connect(&url, draft).await;
+    client.server_setup().await;
     client.request(subscribe_with_unknown(draft, 0, 0x3E)).await;
-    let (_, recv) = client._control.as_mut().unwrap();
+    let (_, recv) = client.control.as_mut().unwrap();
     let answer = within(recv.read(4096)).await.unwrap().unwrap();
     let (msg, _) = Control::peek(&answer, draft).unwrap().unwrap();
     assert!(

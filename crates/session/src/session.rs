@@ -28,6 +28,8 @@ pub struct PeerSetup {
     pub path: Option<String>,
     pub cost: Option<u64>,
     pub probe: ProbeLevel,
+    /// The IETF drafts' AUTHORIZATION_TOKEN value (a JWT), presented like `?jwt=`.
+    pub token: Option<String>,
 }
 
 impl PeerSetup {
@@ -47,6 +49,7 @@ impl PeerSetup {
             path: setup.path().map(str::to_string),
             cost: setup.cost(),
             probe: setup.probe(),
+            token: None,
         })
     }
 

@@ -51,6 +51,21 @@ impl SessionFacts {
             .filter(|query| !query.is_empty())
     }
 
+    /// Present `token` (an IETF SETUP's AUTHORIZATION_TOKEN) as the `jwt` query parameter,
+    /// unless the query already carries one, which wins.
+    pub fn present_token(&mut self, token: &str) {
+        if self.jwt().is_some() || token.is_empty() {
+            return;
+        }
+        let pair: String = url::form_urlencoded::Serializer::new(String::new())
+            .append_pair("jwt", token)
+            .finish();
+        self.query = Some(match self.query.take() {
+            Some(query) => format!("{query}&{pair}"),
+            None => pair,
+        });
+    }
+
     /// The `jwt` query parameter, percent-decoded; the last non-empty one wins.
     pub fn jwt(&self) -> Option<String> {
         let query = self.query.as_deref()?;
@@ -183,6 +198,17 @@ pub(crate) trait Decide: Send + Sync + 'static {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_setup_token_is_presented_unless_the_query_has_one() {
+        let mut facts = SessionFacts::new(TransportKind::Quic, "/room?x=1");
+        facts.present_token("a.b+c");
+        assert_eq!(facts.jwt().as_deref(), Some("a.b+c"));
+        assert_eq!(facts.query.as_deref(), Some("x=1&jwt=a.b%2Bc"));
+        let mut facts = SessionFacts::new(TransportKind::Quic, "/room?jwt=url");
+        facts.present_token("setup");
+        assert_eq!(facts.jwt().as_deref(), Some("url"));
+    }
 
     #[test]
     fn facts_split_the_target_and_read_the_last_jwt() {

@@ -11,7 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use starling_proto::ietf::{ClientSetup, Control, Draft, ServerSetup, Setup, SetupOptions};
+use starling_proto::ietf::{
+    AuthToken, ClientSetup, Control, Draft, ServerSetup, Setup, SetupOptions, TokenError,
+};
 use starling_transport::Transport;
 
 use super::request::read_control;
@@ -42,7 +44,26 @@ pub(crate) struct Handshake<T: Transport> {
 impl<T: Transport> Handshake<T> {
     /// What the session layer keeps of the peer's SETUP.
     pub fn peer(&self) -> PeerSetup {
-        peer_of(&self.options)
+        let mut peer = peer_of(&self.options);
+        peer.token = token_of(&self.options, self.draft).ok().flatten();
+        peer
+    }
+}
+
+/// The SETUP's AUTHORIZATION_TOKEN value, if it carries one: an alias before any could be
+/// registered is a protocol violation, a structure that does not parse a
+/// KEY_VALUE_FORMATTING_ERROR (docs/wire-ietf.md §3.4).
+fn token_of(options: &SetupOptions, draft: Draft) -> Result<Option<String>, Error> {
+    let Some(bytes) = &options.authorization_token else {
+        return Ok(None);
+    };
+    match AuthToken::decode(bytes, draft) {
+        Ok(token) => Ok(String::from_utf8(token.value).ok()),
+        Err(TokenError::Alias) => Err(Error::ProtocolViolation("token alias before SETUP")),
+        Err(TokenError::Malformed) => Err(Error::Session(
+            starling_proto::SessionCode::KeyValueFormatting,
+            "malformed AUTHORIZATION_TOKEN",
+        )),
     }
 }
 
@@ -61,6 +82,7 @@ pub(crate) fn peer_of(options: &SetupOptions) -> PeerSetup {
             .and_then(|p| String::from_utf8(p.clone()).ok()),
         cost: options.relay_cost,
         probe: starling_proto::ProbeLevel::default(),
+        token: None,
     }
 }
 
@@ -95,6 +117,7 @@ pub(crate) async fn accept<T: Transport>(
             if draft.has_inline_fields() && !setup.versions.contains(&draft.code()) {
                 return Err(Error::Version);
             }
+            token_of(&setup.options, draft)?;
             Ok(Handshake {
                 draft,
                 options: setup.options,
@@ -113,6 +136,7 @@ pub(crate) async fn accept<T: Transport>(
             else {
                 return Err(Error::ProtocolViolation("the first stream is not SETUP"));
             };
+            token_of(&setup.options, draft)?;
             Ok(Handshake {
                 draft,
                 options: setup.options,
