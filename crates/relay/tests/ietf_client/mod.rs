@@ -19,6 +19,8 @@ pub struct Client {
         <starling_net::QuicTransport as Transport>::Recv,
     )>,
     pub draft: Draft,
+    /// 14-16: what was read on the control stream past the SERVER_SETUP.
+    pub pending: BytesMut,
 }
 
 impl Client {
@@ -49,6 +51,7 @@ impl Client {
                 transport,
                 control: Some((send, recv)),
                 draft,
+                pending: BytesMut::new(),
             }
         } else {
             Setup { options }.encode(draft, &mut setup).unwrap();
@@ -59,6 +62,7 @@ impl Client {
                 transport,
                 control: None,
                 draft,
+                pending: BytesMut::new(),
             }
         }
     }
@@ -67,7 +71,18 @@ impl Client {
     /// admitted.
     pub async fn server_setup(&mut self) {
         match &mut self.control {
-            Some((_, recv)) => assert!(within(recv.read(4096)).await.unwrap().is_some()),
+            Some((_, recv)) => loop {
+                if let Some((msg, used)) = Control::peek(&self.pending, self.draft).unwrap() {
+                    assert!(matches!(msg, Control::ServerSetup(_)), "{msg:?} first");
+                    let _ = self.pending.split_to(used);
+                    return;
+                }
+                let chunk = within(recv.read(4096))
+                    .await
+                    .unwrap()
+                    .expect("SERVER_SETUP");
+                self.pending.extend_from_slice(&chunk);
+            },
             None => {
                 within(self.transport.accept_uni()).await.unwrap();
             }
