@@ -21,6 +21,8 @@ pub struct Client {
     pub draft: Draft,
     /// 14-16: what was read on the control stream past the SERVER_SETUP.
     pub pending: BytesMut,
+    /// 17 on: the receive sides of the request streams opened so far, newest last.
+    pub streams: Vec<<starling_net::QuicTransport as Transport>::Recv>,
 }
 
 impl Client {
@@ -52,6 +54,7 @@ impl Client {
                 control: Some((send, recv)),
                 draft,
                 pending: BytesMut::new(),
+                streams: Vec::new(),
             }
         } else {
             Setup { options }.encode(draft, &mut setup).unwrap();
@@ -63,6 +66,7 @@ impl Client {
                 control: None,
                 draft,
                 pending: BytesMut::new(),
+                streams: Vec::new(),
             }
         }
     }
@@ -96,7 +100,8 @@ impl Client {
             None => {
                 let (mut send, recv) = self.transport.open_bi().await.unwrap();
                 send.write(bytes).await.unwrap();
-                std::mem::forget((send, recv));
+                std::mem::forget(send);
+                self.streams.push(recv);
             }
         }
     }

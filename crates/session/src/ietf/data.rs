@@ -129,11 +129,14 @@ pub(crate) async fn write_fetch<S: SendStream>(
 ) -> Result<(), Error> {
     encode_header(request_id, draft, writer.queued())?;
     for (n, frame) in frames.into_iter().enumerate() {
+        // The first object names its place; later ones follow it, except on draft 14, whose
+        // objects all carry every field.
+        let explicit = n == 0 || draft.has_inline_fields();
         let object = FetchObject {
             subgroup: FetchSubgroup::Zero,
-            group: (n == 0).then_some(group),
-            object: (n == 0).then_some(first),
-            priority: (n == 0).then_some(0),
+            group: explicit.then_some(group),
+            object: explicit.then_some(first + n as u64),
+            priority: explicit.then_some(0),
             properties: None,
             length: frame.payload.len() as u64,
             status: (frame.payload.is_empty() && draft.has_fetch_object_status())
