@@ -16,7 +16,7 @@ pub use checks::{
 };
 pub use ietf::{ietf_control, ietf_data};
 pub use seeds::seeds;
-pub use session::session;
+pub use session::{ietf_session, session};
 
 /// A target's check: true when the input decoded (and round-tripped).
 pub type Check = fn(&[u8]) -> bool;
@@ -36,4 +36,5 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("ietf_control", ietf_control),
     ("ietf_data", ietf_data),
     ("session", session),
+    ("ietf_session", ietf_session),
 ];

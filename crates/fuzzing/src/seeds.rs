@@ -167,6 +167,9 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
     for input in session_seeds() {
         out.push(("session", input));
     }
+    for input in ietf_session_seeds() {
+        out.push(("ietf_session", input));
+    }
     out.push(("announce_stream", announce_stream_seed()));
     for input in legacy_setup_seeds() {
         out.push(("legacy_setup", input));
@@ -566,6 +569,44 @@ fn session_seeds() -> Vec<Vec<u8>> {
     listening.extend_from_slice(&[5, 0, 7, 5, 0, 3, 0]);
     let stuck = vec![0, 5, 0x00, 0x80, 0x00, 0xf0, 0x00, 2, 0, 3, 1, 2, 3, 6, 200];
     vec![subscribed, listening, stuck, evicting_session_input()]
+}
+
+/// IETF whole-session inputs, one per draft (the first byte): a SUBSCRIBE to the honest track
+/// where the draft sends requests (on the control stream, the first stream, on 14-16; on a
+/// stream of its own from 17) read while groups are published, then an unsubscription.
+fn ietf_session_seeds() -> Vec<Vec<u8>> {
+    use starling_proto::ietf::{subscribe::Subscribe, Control};
+    starling_proto::ietf::Draft::ALL
+        .iter()
+        .enumerate()
+        .map(|(pick, &draft)| {
+            let mut subscribe = BytesMut::new();
+            let _ = Control::Subscribe(Subscribe {
+                request_id: 0,
+                namespace: Path::new("good").unwrap(),
+                track: "seq".into(),
+                ..Subscribe::default()
+            })
+            .encode(draft, &mut subscribe);
+            let mut input = vec![pick as u8];
+            if draft.has_control_stream() {
+                // Write to stream 0 (the control stream), then UNSUBSCRIBE there.
+                input.extend_from_slice(&[2, 0, subscribe.len() as u8]);
+                input.extend_from_slice(&subscribe);
+                input.extend_from_slice(&[7, 7, 5, 0, 6, 10]);
+                let mut unsubscribe = BytesMut::new();
+                let _ = Control::Unsubscribe(0).encode(draft, &mut unsubscribe);
+                input.extend_from_slice(&[2, 0, unsubscribe.len() as u8]);
+                input.extend_from_slice(&unsubscribe);
+            } else {
+                input.extend_from_slice(&[1, subscribe.len() as u8]);
+                input.extend_from_slice(&subscribe);
+                // Publish, read the request stream, then FIN it.
+                input.extend_from_slice(&[7, 7, 5, 0, 6, 10, 3, 1]);
+            }
+            input
+        })
+        .collect()
 }
 
 /// A whole-session input that overfills the harness's receive budget: two group streams, each

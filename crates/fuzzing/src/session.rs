@@ -1,6 +1,8 @@
-//! The whole-session target: arbitrary bytes drive a client against a relay-side session over
+//! The whole-session targets: arbitrary bytes drive a client against a relay-side session over
 //! the in-memory transport (streams opened, written, finished and reset in any order, time
-//! moved on), next to an honest subscriber on the same origin.
+//! moved on), next to an honest subscriber on the same origin. `session` speaks lite-06;
+//! `ietf_session` an IETF draft picked by the first byte, its control stream (14-16) or SETUP
+//! stream (17 on) the first stream the input can write to.
 //!
 //! The relay (its origin, a published track and the honest subscriber's session) and the
 //! runtime are built once per thread and reused by every input, as a long-lived relay meets
@@ -22,7 +24,8 @@ use starling_model::{
     BroadcastProducer, Frame, Limits, Origin, Route, RouteHandle, StartAt, TrackConsumer,
     TrackInfo, TrackProducer,
 };
-use starling_proto::{encode_message, Path, Role, Setup, Version};
+use starling_proto::ietf::Draft;
+use starling_proto::{encode_message, ietf, Path, Protocol, Role, Setup, Version};
 use starling_session::{Accepting, ClientSetup, Session, SessionConfig};
 use starling_transport::mem::{pair, MemRecv, MemSend, MemTransport};
 use starling_transport::{RecvStream, SendStream, Transport};
@@ -40,12 +43,25 @@ thread_local! {
 }
 
 pub fn session(data: &[u8]) -> bool {
+    run(data, Protocol::Lite(Version::Lite06))
+}
+
+/// The whole-session target on the IETF drafts: the first byte picks the draft.
+pub fn ietf_session(data: &[u8]) -> bool {
+    let Some((&pick, rest)) = data.split_first() else {
+        return false;
+    };
+    let draft = Draft::ALL[pick as usize % Draft::ALL.len()];
+    run(rest, Protocol::Ietf(draft))
+}
+
+fn run(data: &[u8], protocol: Protocol) -> bool {
     // Taken out while it runs: an input that panics takes the harness with it.
     let mut harness = HARNESS
         .with(|cell| cell.borrow_mut().take())
         .unwrap_or_else(Harness::new);
     let runtime = harness.runtime.take().expect("the harness has its runtime");
-    let decoded = runtime.block_on(harness.relay.drive(data));
+    let decoded = runtime.block_on(harness.relay.drive(data, protocol));
     harness.runtime = Some(runtime);
     HARNESS.with(|cell| *cell.borrow_mut() = Some(harness));
     decoded
@@ -158,30 +174,66 @@ impl Relay {
         }
     }
 
-    async fn drive(&mut self, data: &[u8]) -> bool {
+    async fn drive(&mut self, data: &[u8], protocol: Protocol) -> bool {
         // The hostile client: a valid SETUP, then whatever the input says.
         let (client, server) = pair();
         let mut hostile_side = relay_config(&self.origin, BUDGET);
         hostile_side.limits.max_control_message = MAX_CONTROL_MESSAGE;
         let hostile_relay = tokio::spawn(async move {
-            let accepting = Accepting::new(server, Version::Lite06, STEP).await.ok()?;
+            let accepting = match protocol {
+                Protocol::Lite(version) => Accepting::new(server, version, STEP).await.ok()?,
+                Protocol::Ietf(draft) => Accepting::ietf(server, draft, STEP).await.ok()?,
+            };
             accepting.start(hostile_side).await.ok()
         });
-        let mut setup = Setup::new();
-        setup.set_hop(Some(3)).unwrap();
+        let mut sends: Vec<MemSend> = Vec::new();
+        let mut recvs: Vec<MemRecv> = Vec::new();
         let mut bytes = BytesMut::new();
-        bytes.put_u8(0x01);
-        encode_message(&setup, Version::Lite06, &mut bytes).unwrap();
-        let mut uni = client.open_uni().await.unwrap();
-        let _ = uni.write(bytes.freeze()).await;
-        let _ = uni.finish();
+        match protocol {
+            Protocol::Lite(version) => {
+                let mut setup = Setup::new();
+                setup.set_hop(Some(3)).unwrap();
+                bytes.put_u8(0x01);
+                encode_message(&setup, version, &mut bytes).unwrap();
+                let mut uni = client.open_uni().await.unwrap();
+                let _ = uni.write(bytes.freeze()).await;
+                let _ = uni.finish();
+            }
+            Protocol::Ietf(draft) if draft.has_control_stream() => {
+                let versions = if draft.has_inline_fields() {
+                    vec![draft.code()]
+                } else {
+                    Vec::new()
+                };
+                let setup = ietf::ClientSetup {
+                    versions,
+                    options: ietf::SetupOptions::default(),
+                };
+                ietf::Control::ClientSetup(setup)
+                    .encode(draft, &mut bytes)
+                    .unwrap();
+                let (mut send, recv) = client.open_bi().await.unwrap();
+                let _ = send.write(bytes.freeze()).await;
+                // The control stream: the input writes its requests there.
+                sends.push(send);
+                recvs.push(recv);
+            }
+            Protocol::Ietf(draft) => {
+                let setup = ietf::Setup {
+                    options: ietf::SetupOptions::default(),
+                };
+                setup.encode(draft, &mut bytes).unwrap();
+                let mut uni = client.open_uni().await.unwrap();
+                let _ = uni.write(bytes.freeze()).await;
+                // The SETUP stream: what follows must be GOAWAY.
+                sends.push(uni);
+            }
+        }
         let hostile = tokio::time::timeout(STEP, hostile_relay)
             .await
             .ok()
             .and_then(|r| r.ok().flatten());
 
-        let mut sends: Vec<MemSend> = Vec::new();
-        let mut recvs: Vec<MemRecv> = Vec::new();
         let mut input = data;
         while let Some((&op, rest)) = input.split_first() {
             input = rest;
