@@ -117,16 +117,29 @@ impl Subgroups {
     }
 }
 
-/// Write one fetched group's `frames` (from object `first`) on a FETCH_HEADER stream for
-/// request `request_id`, then FIN.
+/// What a FETCH_HEADER stream carries: one group's frames from object `first`, each with its
+/// timestamp when `timestamps` (a joining FETCH or a fill; a standalone FETCH carries none,
+/// as moq-net's).
+pub(crate) struct Fetched {
+    pub group: u64,
+    pub first: u64,
+    pub frames: Vec<Frame>,
+    pub timestamps: bool,
+}
+
+/// Write `fetched` on a FETCH_HEADER stream for request `request_id`, then FIN.
 pub(crate) async fn write_fetch<S: SendStream>(
     writer: &mut Writer<S>,
     draft: Draft,
     request_id: u64,
-    group: u64,
-    first: u64,
-    frames: Vec<Frame>,
+    fetched: Fetched,
 ) -> Result<(), Error> {
+    let Fetched {
+        group,
+        first,
+        frames,
+        timestamps,
+    } = fetched;
     encode_header(request_id, draft, writer.queued())?;
     for (n, frame) in frames.into_iter().enumerate() {
         // The first object names its place; later ones follow it, except on draft 14, whose
@@ -137,7 +150,10 @@ pub(crate) async fn write_fetch<S: SendStream>(
             group: explicit.then_some(group),
             object: explicit.then_some(first + n as u64),
             priority: explicit.then_some(0),
-            properties: None,
+            properties: timestamps.then_some(ObjectProperties {
+                timestamp: Some(frame.timestamp),
+                timescale: None,
+            }),
             length: frame.payload.len() as u64,
             status: (frame.payload.is_empty() && draft.has_fetch_object_status())
                 .then_some(status::NORMAL),

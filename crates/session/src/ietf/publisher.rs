@@ -1,9 +1,11 @@
 //! The publisher half of an IETF session: SUBSCRIBE and FETCH served from the origin we
 //! publish (docs/wire-ietf.md §4.3-§4.12, §7.4 item 2).
 //!
-//! A subscription starts at the start of the latest group, reported with no Largest
-//! Location, so a subscriber expects no joining FETCH or fill and takes every group from its
-//! first object (the whole current group for a late joiner, head and tail in one stream).
+//! A Next Object subscription (a live join) that lands in a group still being written is
+//! answered with that Largest Location: the group's tail goes on its stream from the next
+//! object, its head by the joining FETCH (14-19) or the fill (20 on) the subscriber asks for,
+//! as moq-net serves them. Otherwise a subscription starts at the first object of the latest
+//! group (or its filter's start group), reported with no Largest.
 //! Groups go out one stream each, in their own tasks, a bounded number in flight (the oldest
 //! is reset past it, as on lite); a finished track ends with an END_OF_TRACK stream and
 //! PUBLISH_DONE counting every stream. A FETCH is served for one cached group.
@@ -24,8 +26,9 @@ use starling_transport::Transport;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::data::{write_fetch, Subgroups};
+use super::data::{write_fetch, Fetched, Subgroups};
 use super::request::Request;
+use super::state::Join;
 use super::{refusal_for, refuse, wire_stream_code};
 use crate::error::Error;
 use crate::publisher::{resolve, send_order};
@@ -63,6 +66,37 @@ fn end_of(msg: &Subscribe) -> Option<u64> {
     match msg.filter {
         Filter::Absolute { end: Some(end), .. } => Some(end.group),
         _ => None,
+    }
+}
+
+/// Where a Next Object subscription joins: the latest group while it is still being written
+/// (and has a frame), with the frames written so far, its head. A finished or empty latest
+/// group is served whole instead, with no Largest reported (moq-net then owes no head).
+fn join_point(track: &starling_model::TrackConsumer) -> Option<Join> {
+    let sequence = track.latest_sequence()?;
+    let mut group = track.group(sequence)?;
+    let mut head = Vec::new();
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match group.poll_frames(&mut cx, &mut head) {
+        std::task::Poll::Ready(Ok(false)) if !head.is_empty() => Some(Join {
+            group: sequence,
+            head,
+        }),
+        _ => None,
+    }
+}
+
+/// Forgets a subscription's join point when the subscription ends.
+struct Joined<'a, T: Transport> {
+    shared: &'a Shared<T>,
+    id: u64,
+}
+
+impl<T: Transport> Drop for Joined<'_, T> {
+    fn drop(&mut self) {
+        if let Ok(state) = self.shared.ietf() {
+            state.joins.lock().remove(&self.id);
+        }
     }
 }
 
@@ -136,11 +170,30 @@ pub(crate) async fn subscribe<T: Transport>(
         }
     };
     let alias = msg.request_id;
+    // Next Object joins mid-group: the tail on the group's stream from Largest + 1, the head
+    // by joining FETCH (14-19) or the fill the SUBSCRIBE asked for (20 on).
+    let join = matches!(msg.filter, Filter::NextObject)
+        .then(|| join_point(&track))
+        .flatten();
+    let largest = join.as_ref().map(|join| Location {
+        group: join.group,
+        object: join.head.len() as u64 - 1,
+    });
+    let _joined = join.as_ref().map(|join| {
+        let state = shared.ietf().ok();
+        if let Some(state) = state {
+            state.joins.lock().insert(msg.request_id, join.clone());
+        }
+        Joined {
+            shared,
+            id: msg.request_id,
+        }
+    });
     request
         .send(&Control::SubscribeOk(SubscribeOk {
             request_id: msg.request_id,
             track_alias: alias,
-            largest: None,
+            largest,
             properties: TrackProperties {
                 timescale: Some(info.timescale),
                 priority: Some(255 - info.priority),
@@ -158,6 +211,28 @@ pub(crate) async fn subscribe<T: Transport>(
     let (priority_tx, priority) = tokio::sync::watch::channel(255 - msg.priority);
     let last_group = end_of(&msg);
     let opened = Arc::new(AtomicU64::new(0));
+    let fill = msg.fill.is_some() && draft.has_fill();
+    if let (true, Some(join)) = (fill, &join) {
+        // The head on a FETCH_HEADER stream named by the SUBSCRIBE (it counts in PUBLISH_DONE).
+        let task_shared = shared.clone();
+        let fetched = Fetched {
+            group: join.group,
+            first: 0,
+            frames: join.head.clone(),
+            timestamps: msg.include_properties,
+        };
+        let (id, task_opened) = (msg.request_id, opened.clone());
+        shared.spawn(async move {
+            let pending = std::future::pending::<()>();
+            if let Some(mut writer) = task_shared.group_stream(pending, &task_opened).await {
+                if write_fetch(&mut writer, draft, id, fetched).await.is_err() {
+                    writer.reset(0);
+                }
+            }
+        });
+    }
+    // The join group's tail starts after its head.
+    let mut tail_of = join.as_ref().map(|join| (join.group, join.head.len()));
     let mut inflight: VecDeque<InFlight> = VecDeque::new();
     let mut base = None;
     let outcome: Result<Option<u64>, (u64, Error)> = loop {
@@ -204,7 +279,12 @@ pub(crate) async fn subscribe<T: Transport>(
                 Err(err) => return Err(err),
             },
             next = track.next_group() => match next {
-                Ok(Some(group)) => {
+                Ok(Some(mut group)) => {
+                    if let Some((sequence, head)) = tail_of.take() {
+                        if group.sequence() == sequence {
+                            group.seek(head);
+                        }
+                    }
                     if last_group.is_some_and(|last| group.sequence() > last) {
                         break Ok(Some(group.sequence()));
                     }
@@ -407,6 +487,9 @@ pub(crate) async fn fetch<T: Transport>(
                     end: Some(end),
                 },
         } if start.group == end.group => (namespace, track, start.group, start.object, end.object),
+        FetchKind::RelativeJoining { joining, .. } | FetchKind::AbsoluteJoining { joining, .. } => {
+            return joining_fetch(shared, request, &msg, *joining).await;
+        }
         _ => {
             return refuse(
                 request,
@@ -500,12 +583,77 @@ pub(crate) async fn fetch<T: Transport>(
         .await?;
     let stream = shared.transport.open_uni().await?;
     let mut writer = Writer::new(stream, shared.version);
-    write_fetch(&mut writer, draft, msg.request_id, group, first, frames).await?;
+    let fetched = Fetched {
+        group,
+        first,
+        frames,
+        timestamps: false,
+    };
+    write_fetch(&mut writer, draft, msg.request_id, fetched).await?;
     request.finish();
     // Hold the request until the fetcher is done with it (bounded).
     let _ = tokio::time::timeout(limits.request_timeout, async {
         while let Ok(Some(_)) = request.recv().await {}
     })
     .await;
+    Ok(())
+}
+
+/// A joining FETCH (14-19): the head of the group subscription `joining` started in the
+/// middle of, objects 0 to Largest, with their timestamps; FETCH_OK's end is the
+/// subscription's first object (exclusive).
+async fn joining_fetch<T: Transport>(
+    shared: &Arc<Shared<T>>,
+    request: &mut Request<T>,
+    msg: &Fetch,
+    joining: u64,
+) -> Result<(), Error> {
+    let draft = request.draft()?;
+    let join = shared.ietf()?.joins.lock().get(&joining).cloned();
+    let Some(join) = join else {
+        return refuse(
+            request,
+            Refused::Fetch,
+            RefusalCode::InvalidJoiningRequestId,
+            "no subscription joined mid-group under that id",
+        )
+        .await;
+    };
+    let reaches = match msg.kind {
+        FetchKind::RelativeJoining { offset, .. } => offset == 0,
+        FetchKind::AbsoluteJoining { group, .. } => group == join.group,
+        _ => false,
+    };
+    if !reaches {
+        return refuse(
+            request,
+            Refused::Fetch,
+            RefusalCode::NotSupported,
+            "a FETCH is served for one group",
+        )
+        .await;
+    }
+    request
+        .send(&Control::FetchOk(FetchOk {
+            request_id: msg.request_id,
+            group_order: GroupOrder::Ascending,
+            end_of_track: false,
+            end: Location {
+                group: join.group,
+                object: join.head.len() as u64,
+            },
+            properties: TrackProperties::default(),
+        }))
+        .await?;
+    let stream = shared.transport.open_uni().await?;
+    let mut writer = Writer::new(stream, shared.version);
+    let fetched = Fetched {
+        group: join.group,
+        first: 0,
+        frames: join.head,
+        timestamps: true,
+    };
+    write_fetch(&mut writer, draft, msg.request_id, fetched).await?;
+    request.finish();
     Ok(())
 }

@@ -57,6 +57,17 @@ pub(crate) struct State<T: Transport> {
     pub aliases_changed: Notify,
     /// Broadcasts (absolute paths) advertised to the peer with a PUBLISH_NAMESPACE of ours.
     pub advertised: Mutex<std::collections::HashSet<Path>>,
+    /// Subscriptions served from the middle of a group (Next Object), by request id: the
+    /// head a joining FETCH asks for.
+    pub joins: Mutex<HashMap<u64, Join>>,
+}
+
+/// The head of the group a Next Object subscription started in the middle of: its sequence
+/// and the frames before the subscription's first object (Largest is the last of them).
+#[derive(Clone)]
+pub(crate) struct Join {
+    pub group: u64,
+    pub head: Vec<starling_model::Frame>,
 }
 
 /// Requests a peer may open ahead of its last on 14-16, at most.
@@ -90,6 +101,7 @@ impl<T: Transport> State<T> {
             ids_changed: Notify::new(),
             aliases_changed: Notify::new(),
             advertised: Mutex::new(std::collections::HashSet::new()),
+            joins: Mutex::new(HashMap::new()),
         }
     }
 
