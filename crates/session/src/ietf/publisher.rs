@@ -42,16 +42,20 @@ mod done {
     pub const UPDATE_FAILED: u64 = 0x8;
 }
 
-/// Where a subscription starts in the cache (model terms) for its filter.
-fn start_of(msg: &Subscribe) -> StartAt {
+/// Where a subscription starts in the cache (model terms) for its filter, given the latest
+/// group cached now: Unfiltered and Next Object at the latest group, Next Group (Relative 0)
+/// after it, Relative n (20 on) n - 1 groups before it, Absolute at its start group.
+fn start_of(msg: &Subscribe, latest: Option<u64>) -> StartAt {
     let priority = 255 - msg.priority;
-    match msg.filter {
-        Filter::Absolute { start, .. } => StartAt {
-            max_age_ms: u64::MAX / 4,
-            latest: false,
-            floor: Some(start.group),
-            priority,
-        },
+    let from = |floor: Option<u64>| StartAt {
+        max_age_ms: u64::MAX / 4,
+        latest: false,
+        floor,
+        priority,
+    };
+    match (msg.filter, latest) {
+        (Filter::Absolute { start, .. }, _) => from(Some(start.group)),
+        (Filter::Relative(n), Some(latest)) => from(Some((latest + 1).saturating_sub(n))),
         _ => StartAt {
             max_age_ms: 0,
             latest: true,
@@ -135,7 +139,12 @@ pub(crate) async fn subscribe<T: Transport>(
         )
         .await;
     };
-    let mut track = match resolve(shared, &msg.namespace, &msg.track, Some(start_of(&msg))) {
+    let mut track = match resolve(
+        shared,
+        &msg.namespace,
+        &msg.track,
+        Some(start_of(&msg, None)),
+    ) {
         Ok(track) => track,
         Err(Error::Stream(code)) => {
             return refuse(
@@ -148,6 +157,12 @@ pub(crate) async fn subscribe<T: Transport>(
         }
         Err(err) => return Err(err),
     };
+    if matches!(msg.filter, Filter::Relative(_)) && track.latest_sequence().is_some() {
+        // Placed against the latest group cached now.
+        track = track
+            .resubscribe(start_of(&msg, track.latest_sequence()))
+            .for_peer(shared.peer.exclude_hop());
+    }
     let info = match tokio::time::timeout(limits.request_timeout, track.info()).await {
         Ok(Ok(info)) => info,
         Ok(Err(code)) => {
@@ -231,8 +246,14 @@ pub(crate) async fn subscribe<T: Transport>(
             }
         });
     }
-    // The join group's tail starts after its head.
-    let mut tail_of = join.as_ref().map(|join| (join.group, join.head.len()));
+    // The join group's tail starts after its head; an Absolute start inside its group there.
+    let mut tail_of = match (&join, msg.filter) {
+        (Some(join), _) => Some((join.group, join.head.len())),
+        (None, Filter::Absolute { start, .. }) if start.object > 0 => {
+            Some((start.group, start.object as usize))
+        }
+        _ => None,
+    };
     let mut inflight: VecDeque<InFlight> = VecDeque::new();
     let mut base = None;
     let outcome: Result<Option<u64>, (u64, Error)> = loop {

@@ -1,0 +1,150 @@
+//! IETF SUBSCRIBE filters served from the relay's cache (draft 22, raw client): with groups 0
+//! to 3 cached, Relative 2 starts at group 2, Absolute {1, 1} at group 1's second object, Next
+//! Group waits for group 4, and Unfiltered starts at the latest group, 3.
+
+mod common;
+mod ietf_client;
+mod witness;
+
+use bytes::{Bytes, BytesMut};
+use starling_model::{BroadcastProducer, Frame, Limits, Origin, Route, StartAt, TrackProducer};
+use starling_proto::ietf::filter::Location;
+use starling_proto::ietf::subgroup::{ObjectHeader, SubgroupHeader};
+use starling_proto::ietf::subscribe::Subscribe;
+use starling_proto::ietf::{Control, Draft, Filter};
+use starling_proto::{Path, Role, TrackInfo, Version};
+use starling_relay::RelayConfig;
+use starling_session::{random_hop, SessionConfig};
+use starling_transport::{RecvStream, Transport};
+
+use common::{bind_relay, session, subscribed_broadcast, within};
+use ietf_client::Client;
+
+const DRAFT: Draft = Draft::D22;
+
+fn publish(track: &TrackProducer, sequence: u64) {
+    let mut group = track.create_group(sequence).unwrap();
+    for i in 0..2u64 {
+        group
+            .write_frame(Frame {
+                timestamp: sequence * 10 + i,
+                payload: Bytes::from(format!("{sequence}.{i}")),
+            })
+            .unwrap();
+    }
+    group.finish();
+}
+
+/// The first subgroup stream's group and its objects' payloads.
+async fn first_group(client: &Client) -> (u64, Vec<String>) {
+    let mut stream = within(client.transport.accept_uni()).await.unwrap();
+    let mut buf = BytesMut::new();
+    let mut header: Option<SubgroupHeader> = None;
+    let mut payloads = Vec::new();
+    loop {
+        match &header {
+            None => {
+                if let Some((h, used)) = SubgroupHeader::peek(&buf, DRAFT).unwrap() {
+                    let _ = buf.split_to(used);
+                    header = Some(h);
+                    continue;
+                }
+            }
+            Some(h) => {
+                if let Some((object, used)) =
+                    ObjectHeader::peek(&buf, DRAFT, h.flags.properties, 1 << 20).unwrap()
+                {
+                    let end = used + object.length as usize;
+                    if buf.len() >= end {
+                        payloads.push(String::from_utf8(buf[used..end].to_vec()).unwrap());
+                        let _ = buf.split_to(end);
+                        continue;
+                    }
+                }
+            }
+        }
+        match within(stream.read(4096)).await.unwrap() {
+            Some(chunk) => buf.extend_from_slice(&chunk),
+            None => return (header.expect("a header").group, payloads),
+        }
+    }
+}
+
+async fn subscribe(url: &url::Url, filter: Filter) -> Client {
+    let mut client = Client::connect(url, DRAFT).await;
+    client.server_setup().await;
+    let mut bytes = BytesMut::new();
+    Control::Subscribe(Subscribe {
+        request_id: 0,
+        namespace: Path::new("cached").unwrap(),
+        track: "t".into(),
+        filter,
+        ..Subscribe::default()
+    })
+    .encode(DRAFT, &mut bytes)
+    .unwrap();
+    client.request(bytes.freeze()).await;
+    client
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_filter_starts_where_it_says() {
+    let (relay, url) = bind_relay(RelayConfig::default()).await;
+    tokio::spawn(relay.run());
+    let origin = Origin::new();
+    let broadcast = BroadcastProducer::new(Limits::default());
+    let info = TrackInfo {
+        max_age_ms: 60_000,
+        ..TrackInfo::default()
+    };
+    let track = broadcast.create_track("t", info);
+    let _route = origin
+        .publish(
+            Path::new("cached").unwrap(),
+            broadcast.consume(),
+            Route::local(),
+        )
+        .unwrap();
+    let mut config = SessionConfig::new(random_hop());
+    config.publish = Some(origin);
+    let _publisher = session(&url, Version::Lite06, Role::Publisher, config).await;
+    // A lite reader brings groups 0 to 3 into the relay's cache.
+    let (_reader, cached) = subscribed_broadcast(&url, "cached").await;
+    let start = StartAt {
+        max_age_ms: 60_000,
+        ..StartAt::default()
+    };
+    let mut reading = cached.subscribe_track("t", start).unwrap();
+    for sequence in 0..4 {
+        publish(&track, sequence);
+        let mut group = within(reading.next_group()).await.unwrap().unwrap();
+        while within(group.next_frame()).await.unwrap().is_some() {}
+    }
+
+    let relative = subscribe(&url, Filter::Relative(2)).await;
+    assert_eq!(first_group(&relative).await.0, 2, "Relative 2");
+
+    let absolute = subscribe(
+        &url,
+        Filter::Absolute {
+            start: Location {
+                group: 1,
+                object: 1,
+            },
+            end: None,
+        },
+    )
+    .await;
+    assert_eq!(
+        first_group(&absolute).await,
+        (1, vec!["1.1".to_string()]),
+        "Absolute {{1, 1}}"
+    );
+
+    let unfiltered = subscribe(&url, Filter::Unfiltered).await;
+    assert_eq!(first_group(&unfiltered).await.0, 3, "Unfiltered");
+
+    let next_group = subscribe(&url, Filter::Relative(0)).await;
+    publish(&track, 4);
+    assert_eq!(first_group(&next_group).await.0, 4, "Next Group");
+}
