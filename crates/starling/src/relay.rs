@@ -655,6 +655,25 @@ mod tests {
         assert_eq!(config.versions, Protocol::SUPPORTED);
     }
 
+    /// moq-relay's names for every protocol, lite and IETF, in the order given.
+    #[test]
+    fn listen_version_takes_every_protocol_name() {
+        let config = build(RelayArgs {
+            versions: vec![
+                "moq-transport-17".parse().unwrap(),
+                "moq-lite-06".parse().unwrap(),
+                "moq-transport-14".parse().unwrap(),
+            ],
+            ..RelayArgs::default()
+        })
+        .unwrap();
+        assert_eq!(
+            Protocol::alpns(&config.versions),
+            ["moqt-17", "moq-lite-06", "moq-00"]
+        );
+        assert!("moq-transport-13".parse::<Protocol>().is_err());
+    }
+
     #[test]
     fn a_receive_window_below_the_largest_whole_unit_is_refused_naming_the_setting() {
         let err = build(RelayArgs {
