@@ -6,7 +6,10 @@
 //! on 14 and 15, delta from 16. Unknown properties are stepped over by their key's parity
 //! (so a relay could forward them); the ones moq-net acts on are typed here.
 
-use crate::coding::{DecodeError, EncodeError};
+use bytes::BytesMut;
+
+use crate::coding::{DecodeError, EncodeError, Wire};
+use crate::varint;
 
 use super::fields::GroupOrder;
 use super::kvp::{Extent, Keys, PairReader, PairWriter, Value};
@@ -135,6 +138,26 @@ impl ObjectProperties {
         writer.finish(w, Self::keys(draft), Extent::ToEnd)
     }
 
+    /// The block with its length before it, appended to `out`. A timestamp alone (every
+    /// object Starling writes) goes straight in, with no buffer between: the same bytes the
+    /// general path writes, since a lone key is written whole under either key form.
+    pub fn encode_framed(&self, out: &mut BytesMut, draft: Draft) -> Result<(), EncodeError> {
+        let flavor = draft.flavor();
+        if let (Some(timestamp), None) = (self.timestamp, self.timescale) {
+            let len = varint::encoded_len_as(flavor, OBJECT_TIMESTAMP)?
+                + varint::encoded_len_as(flavor, timestamp)?;
+            varint::encode_as(flavor, len as u64, out)?;
+            varint::encode_as(flavor, OBJECT_TIMESTAMP, out)?;
+            varint::encode_as(flavor, timestamp, out)?;
+            return Ok(());
+        }
+        let mut block = Vec::new();
+        self.encode(&mut block, draft)?;
+        varint::encode_as(flavor, block.len() as u64, out)?;
+        out.extend_from_slice(&block);
+        Ok(())
+    }
+
     pub fn is_empty(&self) -> bool {
         self.timestamp.is_none() && self.timescale.is_none()
     }
@@ -143,6 +166,27 @@ impl ObjectProperties {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The unbuffered path for a lone timestamp writes what the general one does, on every
+    /// draft and for timestamps of every varint size.
+    #[test]
+    fn a_lone_timestamp_framed_directly_matches_the_general_block() {
+        for &draft in Draft::ALL {
+            for timestamp in [0, 63, 64, 16_383, 16_384, 1 << 30, (1 << 53) - 1] {
+                let properties = ObjectProperties {
+                    timestamp: Some(timestamp),
+                    timescale: None,
+                };
+                let mut direct = BytesMut::new();
+                properties.encode_framed(&mut direct, draft).unwrap();
+                let mut block = Vec::new();
+                properties.encode(&mut block, draft).unwrap();
+                let mut general = Vec::new();
+                crate::coding::write_bytes(&mut general, &block, draft).unwrap();
+                assert_eq!(direct.as_ref(), general.as_slice(), "{draft:?} {timestamp}");
+            }
+        }
+    }
 
     /// docs/wire-ietf.md §10.3: SUBSCRIBE_OK's block on draft 22.
     #[test]

@@ -10,7 +10,7 @@
 
 use bytes::{BufMut, BytesMut};
 
-use crate::coding::{write_bytes, DecodeError, EncodeError, Wire};
+use crate::coding::{DecodeError, EncodeError, Wire};
 use crate::varint;
 
 use super::cursor::{complete, Cursor};
@@ -251,11 +251,7 @@ impl ObjectHeader {
         let flavor = draft.flavor();
         varint::encode_as(flavor, self.id_delta, out)?;
         if let Some(properties) = &self.properties {
-            let mut block = Vec::new();
-            properties.encode(&mut block, draft)?;
-            let mut framed = Vec::new();
-            write_bytes(&mut framed, &block, draft)?;
-            out.extend_from_slice(&framed);
+            properties.encode_framed(out, draft)?;
         }
         varint::encode_as(flavor, self.length, out)?;
         match (self.length, self.status) {
