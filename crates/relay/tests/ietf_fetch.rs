@@ -8,17 +8,15 @@ mod ietf_client;
 mod witness;
 
 use bytes::{Bytes, BytesMut};
-use starling_model::{BroadcastProducer, Frame, Limits, Origin, Route, StartAt};
 use starling_proto::ietf::fetch::{Fetch, FetchKind};
 use starling_proto::ietf::fetch_stream::{peek_header, FetchEntry};
 use starling_proto::ietf::filter::{EndLocation, Location};
 use starling_proto::ietf::{Control, Draft, Filter};
-use starling_proto::{Path, Role, TrackInfo, Version};
+use starling_proto::{Path, TrackInfo};
 use starling_relay::RelayConfig;
-use starling_session::{random_hop, SessionConfig};
 use starling_transport::{RecvStream, Transport};
 
-use common::{bind_relay, session, subscribed_broadcast, within};
+use common::{bind_relay, within, CachedTrack};
 use ietf_client::Client;
 
 const FRAMES: [&str; 3] = ["one", "", "three"];
@@ -78,36 +76,10 @@ async fn answer<R: RecvStream>(draft: Draft, buf: &mut BytesMut, recv: &mut R) -
 async fn a_cached_group_is_fetched_whole() {
     let (relay, url) = bind_relay(RelayConfig::default()).await;
     tokio::spawn(relay.run());
-    // A lite publisher with one finished group of three frames (one empty).
-    let origin = Origin::new();
-    let broadcast = BroadcastProducer::new(Limits::default());
-    let track = broadcast.create_track("t", TrackInfo::default());
-    let _route = origin
-        .publish(
-            Path::new("cached").unwrap(),
-            broadcast.consume(),
-            Route::local(),
-        )
-        .unwrap();
-    let mut config = SessionConfig::new(random_hop());
-    config.publish = Some(origin);
-    let _publisher = session(&url, Version::Lite06, Role::Publisher, config).await;
-    // A lite reader brings the group into the relay's cache.
-    let (_reader, cached) = subscribed_broadcast(&url, "cached").await;
-    let mut reading = cached.subscribe_track("t", StartAt::default()).unwrap();
-    let mut group = track.append_group().unwrap();
-    for (i, frame) in FRAMES.iter().enumerate() {
-        group
-            .write_frame(Frame {
-                timestamp: i as u64,
-                payload: Bytes::from_static(frame.as_bytes()),
-            })
-            .unwrap();
-    }
-    group.finish();
-    let mut read = within(reading.next_group()).await.unwrap().unwrap();
-    let sequence = read.sequence();
-    while within(read.next_frame()).await.unwrap().is_some() {}
+    // A lite publisher's group of three frames (one empty), cached at the relay.
+    let mut cached = CachedTrack::start(&url, TrackInfo::default()).await;
+    let sequence = 0;
+    cached.publish(sequence, &FRAMES).await;
 
     for draft in [Draft::D14, Draft::D16, Draft::D19, Draft::D20, Draft::D22] {
         let mut client = Client::connect(&url, draft).await;

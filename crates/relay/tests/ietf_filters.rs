@@ -6,34 +6,19 @@ mod common;
 mod ietf_client;
 mod witness;
 
-use bytes::{Bytes, BytesMut};
-use starling_model::{BroadcastProducer, Frame, Limits, Origin, Route, StartAt, TrackProducer};
+use bytes::BytesMut;
 use starling_proto::ietf::filter::Location;
 use starling_proto::ietf::subgroup::{ObjectHeader, SubgroupHeader};
 use starling_proto::ietf::subscribe::Subscribe;
 use starling_proto::ietf::{Control, Draft, Filter};
-use starling_proto::{Path, Role, TrackInfo, Version};
+use starling_proto::{Path, TrackInfo};
 use starling_relay::RelayConfig;
-use starling_session::{random_hop, SessionConfig};
 use starling_transport::{RecvStream, Transport};
 
-use common::{bind_relay, session, subscribed_broadcast, within};
+use common::{bind_relay, within, CachedTrack};
 use ietf_client::Client;
 
 const DRAFT: Draft = Draft::D22;
-
-fn publish(track: &TrackProducer, sequence: u64) {
-    let mut group = track.create_group(sequence).unwrap();
-    for i in 0..2u64 {
-        group
-            .write_frame(Frame {
-                timestamp: sequence * 10 + i,
-                payload: Bytes::from(format!("{sequence}.{i}")),
-            })
-            .unwrap();
-    }
-    group.finish();
-}
 
 /// The first subgroup stream's group and its objects' payloads.
 async fn first_group(client: &Client) -> (u64, Vec<String>) {
@@ -70,6 +55,20 @@ async fn first_group(client: &Client) -> (u64, Vec<String>) {
     }
 }
 
+/// Wait for the SUBSCRIBE_OK on the request's stream.
+async fn subscribed(client: &mut Client) {
+    let recv = client.streams.last_mut().expect("the request's stream");
+    let mut buf = BytesMut::new();
+    loop {
+        if let Some((msg, _)) = Control::peek(&buf, DRAFT).unwrap() {
+            assert!(matches!(msg, Control::SubscribeOk(_)), "answered {msg:?}");
+            return;
+        }
+        let chunk = within(recv.read(4096)).await.unwrap().expect("an answer");
+        buf.extend_from_slice(&chunk);
+    }
+}
+
 async fn subscribe(url: &url::Url, filter: Filter) -> Client {
     let mut client = Client::connect(url, DRAFT).await;
     client.server_setup().await;
@@ -91,34 +90,15 @@ async fn subscribe(url: &url::Url, filter: Filter) -> Client {
 async fn each_filter_starts_where_it_says() {
     let (relay, url) = bind_relay(RelayConfig::default()).await;
     tokio::spawn(relay.run());
-    let origin = Origin::new();
-    let broadcast = BroadcastProducer::new(Limits::default());
     let info = TrackInfo {
         max_age_ms: 60_000,
         ..TrackInfo::default()
     };
-    let track = broadcast.create_track("t", info);
-    let _route = origin
-        .publish(
-            Path::new("cached").unwrap(),
-            broadcast.consume(),
-            Route::local(),
-        )
-        .unwrap();
-    let mut config = SessionConfig::new(random_hop());
-    config.publish = Some(origin);
-    let _publisher = session(&url, Version::Lite06, Role::Publisher, config).await;
-    // A lite reader brings groups 0 to 3 into the relay's cache.
-    let (_reader, cached) = subscribed_broadcast(&url, "cached").await;
-    let start = StartAt {
-        max_age_ms: 60_000,
-        ..StartAt::default()
-    };
-    let mut reading = cached.subscribe_track("t", start).unwrap();
+    // A lite publisher's groups 0 to 3, cached at the relay.
+    let mut cached = CachedTrack::start(&url, info).await;
     for sequence in 0..4 {
-        publish(&track, sequence);
-        let mut group = within(reading.next_group()).await.unwrap().unwrap();
-        while within(group.next_frame()).await.unwrap().is_some() {}
+        let (a, b) = (format!("{sequence}.0"), format!("{sequence}.1"));
+        cached.publish(sequence, &[&a, &b]).await;
     }
 
     let relative = subscribe(&url, Filter::Relative(2)).await;
@@ -144,7 +124,9 @@ async fn each_filter_starts_where_it_says() {
     let unfiltered = subscribe(&url, Filter::Unfiltered).await;
     assert_eq!(first_group(&unfiltered).await.0, 3, "Unfiltered");
 
-    let next_group = subscribe(&url, Filter::Relative(0)).await;
-    publish(&track, 4);
+    let mut next_group = subscribe(&url, Filter::Relative(0)).await;
+    // Placed once answered: group 4 must come after that.
+    subscribed(&mut next_group).await;
+    cached.publish(4, &["4.0", "4.1"]).await;
     assert_eq!(first_group(&next_group).await.0, 4, "Next Group");
 }

@@ -86,6 +86,13 @@ pub struct SessionStats {
 }
 
 impl SessionStats {
+    /// A datagram arrived whole as a one-frame group of `size` payload bytes.
+    pub(crate) fn datagram_received(&self, size: u64) {
+        self.groups_received.fetch_add(1, Ordering::Relaxed);
+        self.frames_received.fetch_add(1, Ordering::Relaxed);
+        self.bytes_received.fetch_add(size, Ordering::Relaxed);
+    }
+
     pub(crate) fn stream_error(&self, code: StreamCode) {
         *self.stream_errors.lock().entry(code.to_code()).or_default() += 1;
     }

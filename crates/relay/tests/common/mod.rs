@@ -102,3 +102,65 @@ pub async fn subscribed_broadcast(
         within(interest.changed(&mut changed)).await;
     }
 }
+
+/// A lite publisher's track `cached/t` on the relay, and a lite reader that brings every group
+/// published into the relay's cache (so FETCH and filters have something to find).
+pub struct CachedTrack {
+    pub track: starling_model::TrackProducer,
+    reading: starling_model::TrackConsumer,
+    _route: starling_model::RouteHandle,
+    _broadcast: starling_model::BroadcastProducer,
+    _publisher: Session<QuicTransport>,
+    _reader: Session<QuicTransport>,
+}
+
+impl CachedTrack {
+    pub async fn start(url: &Url, info: starling_proto::TrackInfo) -> CachedTrack {
+        use starling_model::{BroadcastProducer, Limits, Origin, Route, StartAt};
+        let origin = Origin::new();
+        let broadcast = BroadcastProducer::new(Limits::default());
+        let track = broadcast.create_track("t", info);
+        let route = origin
+            .publish(
+                starling_proto::Path::new("cached").unwrap(),
+                broadcast.consume(),
+                Route::local(),
+            )
+            .unwrap();
+        let mut config = SessionConfig::new(starling_session::random_hop());
+        config.publish = Some(origin);
+        let publisher = session(url, Version::Lite06, Role::Publisher, config).await;
+        let (reader, cached) = subscribed_broadcast(url, "cached").await;
+        let start = StartAt {
+            max_age_ms: info.max_age_ms,
+            ..StartAt::default()
+        };
+        let reading = cached.subscribe_track("t", start).unwrap();
+        CachedTrack {
+            track,
+            reading,
+            _route: route,
+            _broadcast: broadcast,
+            _publisher: publisher,
+            _reader: reader,
+        }
+    }
+
+    /// Publish `payloads` as group `sequence` (frame i stamped i) and wait until the reader
+    /// has read it whole: the relay holds it.
+    pub async fn publish(&mut self, sequence: u64, payloads: &[&str]) {
+        let mut group = self.track.create_group(sequence).unwrap();
+        for (i, payload) in payloads.iter().enumerate() {
+            group
+                .write_frame(starling_model::Frame {
+                    timestamp: i as u64,
+                    payload: bytes::Bytes::copy_from_slice(payload.as_bytes()),
+                })
+                .unwrap();
+        }
+        group.finish();
+        let mut read = within(self.reading.next_group()).await.unwrap().unwrap();
+        assert_eq!(read.sequence(), sequence);
+        while within(read.next_frame()).await.unwrap().is_some() {}
+    }
+}

@@ -659,12 +659,7 @@ pub(crate) fn datagram<T: Transport>(shared: &Arc<Shared<T>>, payload: Bytes) ->
         .unwrap_or_else(|| arrival(timescale));
     if group.write_frame(Frame { timestamp, payload }).is_ok() {
         group.finish();
-        shared.stats.groups_received.fetch_add(1, Ordering::Relaxed);
-        shared.stats.frames_received.fetch_add(1, Ordering::Relaxed);
-        shared
-            .stats
-            .bytes_received
-            .fetch_add(size, Ordering::Relaxed);
+        shared.stats.datagram_received(size);
     }
     Ok(())
 }
