@@ -14,19 +14,20 @@
 #
 # Each target's executions and findings are appended to target/fuzz/summary.txt.
 #
-# The decoder targets run under AddressSanitizer (cargo-fuzz's default). The session target
-# runs without a sanitizer and without leak detection: it is safe Rust whose findings are
-# panics, hangs and broken invariants, and its relay persists across inputs by design, which
-# made LeakSanitizer scan the heap after every input (70 % of its time); without them it runs
-# about 12 times as fast. It builds in a target directory of its own, so alternating targets
-# rebuild nothing. Its inputs are capped at 384 bytes: an execution costs about its number of
-# steps (at 2 KiB inputs it ran 200 a second), and the hostile session's budget is 256 bytes,
-# so short inputs reach every bound.
+# The decoder targets run under AddressSanitizer (cargo-fuzz's default). The session targets
+# (`session` on lite-06, `ietf_session` on the IETF drafts) run without a sanitizer and
+# without leak detection: they are safe Rust whose findings are panics, hangs and broken
+# invariants, and their relay persists across inputs by design, which made LeakSanitizer scan
+# the heap after every input (70 % of the time); without them they run about 12 times as
+# fast. They build in a target directory of their own, so alternating targets rebuild
+# nothing. Their inputs are capped at 384 bytes: an execution costs about its number of steps
+# (at 2 KiB inputs it ran 200 a second), and the hostile session's budget is 256 bytes, so
+# short inputs reach every bound.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SECONDS_EACH="${1:-60}"
-TARGETS="${TARGETS:-lite_message frame_header datagram qmux_frames qmux_params auth paths announce_stream legacy_setup session}"
+TARGETS="${TARGETS:-lite_message frame_header datagram qmux_frames qmux_params auth paths announce_stream legacy_setup ietf_control ietf_data session ietf_session}"
 OUT=target/fuzz
 mkdir -p "$OUT"
 
@@ -45,7 +46,7 @@ for target in $TARGETS; do
     limit=(-max_total_time="$SECONDS_EACH")
   fi
   case $target in
-    session) sanitizer=(-s none --target-dir ../target/fuzz-unsanitized); extra=(-detect_leaks=0); max_len=384 ;;
+    session|ietf_session) sanitizer=(-s none --target-dir ../target/fuzz-unsanitized); extra=(-detect_leaks=0); max_len=384 ;;
     *) sanitizer=(); extra=(); max_len=4096 ;;
   esac
   echo "=== $target (${RUNS:-${SECONDS_EACH}s})"
