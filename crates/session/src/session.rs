@@ -187,6 +187,24 @@ impl<T: Transport> Shared<T> {
         Some(Writer::new(stream, self.version))
     }
 
+    /// The peer sent GOAWAY asking to reconnect to `uri`; a second one is a protocol
+    /// violation (docs/wire.md §4.12, docs/wire-ietf.md §4.15).
+    pub fn goaway_arrived(&self, uri: String) -> Result<(), Error> {
+        tracing::info!(%uri, "peer is going away");
+        let first = {
+            let mut slot = self.goaway.lock();
+            let first = slot.is_none();
+            slot.get_or_insert(uri);
+            first
+        };
+        self.goaway_received.notify_waiters();
+        if first {
+            Ok(())
+        } else {
+            Err(Error::ProtocolViolation("second GOAWAY"))
+        }
+    }
+
     /// Resolves once the peer has sent GOAWAY.
     pub async fn going_away(&self) {
         loop {
@@ -747,7 +765,7 @@ impl<T: Transport> Session<T> {
 
     /// The protocol the session speaks.
     pub fn protocol(&self) -> Protocol {
-        match self.shared.ietf_draft() {
+        match self.shared.ietf.as_ref().map(|state| state.draft) {
             Some(draft) => Protocol::Ietf(draft),
             None => Protocol::Lite(self.shared.version),
         }
@@ -863,10 +881,9 @@ impl<T: Transport> Session<T> {
 
 /// Accept the peer's streams until the session ends.
 async fn drive<T: Transport>(shared: Arc<Shared<T>>) {
+    // Each stream goes to its family's handler: the IETF drafts' or moq-lite's.
+    let ietf = shared.ietf.is_some();
     let result: Result<(), Error> = async {
-        if shared.ietf.is_some() {
-            return crate::ietf::drive(shared.clone()).await;
-        }
         let mut datagrams = shared.version.has_datagrams();
         loop {
             tokio::select! {
@@ -874,14 +891,23 @@ async fn drive<T: Transport>(shared: Arc<Shared<T>>) {
                 bi = shared.transport.accept_bi() => {
                     let (send, recv) = bi?;
                     let task = shared.clone();
-                    shared.spawn(async move { handle_bi(task, send, recv).await });
+                    if ietf {
+                        shared.spawn(crate::ietf::request_stream(task, send, recv));
+                    } else {
+                        shared.spawn(handle_bi(task, send, recv));
+                    }
                 }
                 uni = shared.transport.accept_uni() => {
                     let recv = uni?;
                     let task = shared.clone();
-                    shared.spawn(async move { handle_uni(task, recv).await });
+                    if ietf {
+                        shared.spawn(crate::ietf::uni_stream(task, recv));
+                    } else {
+                        shared.spawn(handle_uni(task, recv));
+                    }
                 }
                 datagram = shared.transport.recv_datagram(), if datagrams => match datagram {
+                    Ok(datagram) if ietf => crate::ietf::datagram(&shared, datagram)?,
                     Ok(datagram) => subscriber::datagram(&shared, datagram),
                     // Datagrams unavailable on this transport: stop asking; the session goes on.
                     Err(_) => datagrams = false,

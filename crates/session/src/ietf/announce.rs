@@ -49,6 +49,15 @@ struct Told {
     live: HashMap<Path, Advert>,
 }
 
+/// NAMESPACE for `path`: its suffix under the view's prefix, and the cluster parameters a
+/// peer that declared MoQ Cluster gets.
+fn namespace(view: &View, path: &Path, cluster: Option<ClusterParams>) -> Control {
+    Control::Namespace(Namespace {
+        suffix: view.suffix(path),
+        cluster,
+    })
+}
+
 /// The cluster parameters of an advertisement to this peer.
 fn cluster_of<T: Transport>(shared: &Shared<T>, announced: &Announced) -> Option<ClusterParams> {
     let state = shared.ietf().ok()?;
@@ -76,10 +85,7 @@ impl Told {
         match mode {
             Mode::Inline(request) => {
                 request
-                    .send(&Control::Namespace(Namespace {
-                        suffix: view.suffix(&path),
-                        cluster: cluster.clone(),
-                    }))
+                    .send(&namespace(view, &path, cluster.clone()))
                     .await?;
                 self.live.insert(
                     path,
@@ -173,10 +179,7 @@ impl Told {
             }
             (None, Mode::Inline(request)) => {
                 request
-                    .send(&Control::Namespace(Namespace {
-                        suffix: view.suffix(&announced.path),
-                        cluster,
-                    }))
+                    .send(&namespace(view, &announced.path, cluster))
                     .await
             }
             (None, Mode::Requests) => Ok(()),

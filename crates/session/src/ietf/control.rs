@@ -40,49 +40,53 @@ async fn route<T: Transport>(shared: &Arc<Shared<T>>, msg: Control) -> Result<()
     let state = shared.ietf()?;
     let draft = state.draft;
     tracing::trace!(?msg, "control message in");
-    match msg {
-        Control::Subscribe(ref m) => open(shared, m.request_id, None, msg.clone()).await,
-        Control::TrackStatus(ref m) => open(shared, m.request_id, None, msg.clone()).await,
-        Control::Fetch(ref m) => open(shared, m.request_id, None, msg.clone()).await,
-        Control::Publish(ref m) => open(shared, m.request_id, None, msg.clone()).await,
-        Control::PublishNamespace(ref m) => {
-            let namespace = (!draft.has_namespace_messages()).then(|| m.namespace.clone());
-            open(shared, m.request_id, namespace, msg.clone()).await
-        }
-        Control::SubscribeNamespace(ref m) => {
-            if draft.has_namespace_messages() {
-                // Draft 16 moved it to a stream of its own.
+    if let Some(id) = super::first_request_id(&msg) {
+        let namespace = match &msg {
+            // Draft 16 moved it to a stream of its own.
+            Control::SubscribeNamespace(_) if draft.has_namespace_messages() => {
                 return Err(Error::ProtocolViolation(
                     "SUBSCRIBE_NAMESPACE on the control stream",
-                ));
+                ))
             }
-            open(shared, m.request_id, None, msg.clone()).await
-        }
-        Control::SubscribeOk(ref m) => deliver(shared, m.request_id, msg.clone(), false),
-        Control::FetchOk(ref m) => deliver(shared, m.request_id, msg.clone(), false),
-        Control::PublishOk(ref m) => deliver(shared, m.request_id, msg.clone(), false),
-        Control::RequestOk { ref ok, .. } => deliver(shared, ok.request_id, msg.clone(), false),
+            // 14 and 15 withdraw and cancel it by namespace.
+            Control::PublishNamespace(m) if !draft.has_namespace_messages() => {
+                Some(m.namespace.clone())
+            }
+            _ => None,
+        };
+        return open(shared, id, namespace, msg).await;
+    }
+    // Where an answer, update or closing goes, and whether it ends the request there.
+    let addressed = match &msg {
+        Control::SubscribeOk(m) => Some((m.request_id, false)),
+        Control::FetchOk(m) => Some((m.request_id, false)),
+        Control::PublishOk(m) => Some((m.request_id, false)),
+        Control::RequestOk { ok, .. } => Some((ok.request_id, false)),
         // An update names the subscription it updates.
-        Control::RequestUpdate(ref m) => deliver(shared, m.subscription_id, msg.clone(), false),
+        Control::RequestUpdate(m) => Some((m.subscription_id, false)),
         Control::Unsubscribe(id) | Control::FetchCancel(id) | Control::UnsubscribeNamespace(id) => {
-            deliver(shared, id, msg, true)
+            Some((*id, true))
         }
-        Control::PublishDone(ref m) => deliver(shared, m.request_id, msg.clone(), true),
-        Control::RequestError { ref error, .. } => {
-            deliver(shared, error.request_id, msg.clone(), true)
-        }
+        Control::PublishDone(m) => Some((m.request_id, true)),
+        Control::RequestError { error, .. } => Some((error.request_id, true)),
         // A withdrawal names an advertisement its sender made; a cancellation one its sender
-        // received (ours).
-        Control::PublishNamespaceDone(ref m) => {
-            let id = find(shared, &m.advertisement, false);
-            id.map_or(Ok(()), |id| deliver(shared, id, msg, true))
-        }
-        Control::PublishNamespaceCancel(ref m) => {
-            let id = find(shared, &m.advertisement, true);
-            id.map_or(Ok(()), |id| deliver(shared, id, msg, true))
-        }
+        // received (ours). An unknown one is ignored.
+        Control::PublishNamespaceDone(m) => match find(shared, &m.advertisement, false) {
+            Some(id) => Some((id, true)),
+            None => return Ok(()),
+        },
+        Control::PublishNamespaceCancel(m) => match find(shared, &m.advertisement, true) {
+            Some(id) => Some((id, true)),
+            None => return Ok(()),
+        },
+        _ => None,
+    };
+    if let Some((id, closes)) = addressed {
+        return deliver(shared, id, msg, closes);
+    }
+    match msg {
         Control::MaxRequestId(max) => state.raise_peer_max(max),
-        Control::Goaway(goaway) => super::goaway_received(shared, goaway.uri),
+        Control::Goaway(goaway) => shared.goaway_arrived(goaway.uri),
         // The drafts let a blocked peer say so; credit is granted ahead of its requests, so
         // there is nothing to do (moq-net closes the session on one, Starling does not).
         Control::RequestsBlocked(_) => Ok(()),

@@ -30,13 +30,12 @@ use crate::budget::Rank;
 use crate::error::Error;
 use crate::reader::Reader;
 use crate::session::Shared;
-use crate::writer::Writer;
 
 pub(crate) use announce::advertise;
 pub(crate) use setup::send_goaway;
 pub(crate) use setup::{accept, connect, peer_of, start, Handshake, Started};
 pub(crate) use state::State;
-pub(crate) use subscriber::{pull, subscribe_namespace};
+pub(crate) use subscriber::{datagram, pull, subscribe_namespace};
 
 use request::Request;
 
@@ -127,10 +126,9 @@ pub(crate) async fn handle<T: Transport>(
     };
     if let Err(err) = result {
         tracing::debug!(?err, id = request.id, "IETF request failed");
-        if fatal(&err) {
-            shared.fail(err);
-        } else {
-            request.reset(wire_stream_code(err.stream_code(), shared.ietf_draft()));
+        match request.draft() {
+            Ok(draft) if !fatal(&err) => request.reset(wire_stream_code(err.stream_code(), draft)),
+            _ => shared.fail(err),
         }
     }
 }
@@ -178,12 +176,8 @@ pub(crate) fn refusal_for(code: StreamCode) -> RefusalCode {
 
 /// A lite stream code as the draft can say it (docs/wire-ietf.md §6.2): what the draft does
 /// not register is INTERNAL_ERROR.
-pub(crate) fn wire_stream_code(
-    code: StreamCode,
-    draft: Option<starling_proto::ietf::Draft>,
-) -> u32 {
+pub(crate) fn wire_stream_code(code: StreamCode, draft: starling_proto::ietf::Draft) -> u32 {
     use starling_proto::ietf::Draft;
-    let draft = draft.unwrap_or(Draft::D14);
     match code.to_code() {
         c @ 0..=3 => c,
         4 if draft >= Draft::D18 => 4,
@@ -195,51 +189,17 @@ pub(crate) fn wire_stream_code(
 
 /// A lite stream code for one the peer reset or stopped with (docs/wire-ietf.md §6.2).
 pub(crate) fn lite_stream_code(code: u32, draft: starling_proto::ietf::Draft) -> StreamCode {
-    StreamCode::from_code(wire_stream_code(StreamCode::from_code(code), Some(draft)))
-}
-
-/// The peer sent GOAWAY; a second one is a protocol violation.
-pub(crate) fn goaway_received<T: Transport>(shared: &Shared<T>, uri: String) -> Result<(), Error> {
-    tracing::info!(%uri, "peer is going away");
-    {
-        let mut slot = shared.goaway.lock();
-        if slot.is_some() {
-            return Err(Error::ProtocolViolation("second GOAWAY"));
-        }
-        *slot = Some(uri);
-    }
-    shared.goaway_received.notify_waiters();
-    Ok(())
-}
-
-/// Accept the peer's streams and datagrams until the session ends.
-pub(crate) async fn drive<T: Transport>(shared: Arc<Shared<T>>) -> Result<(), Error> {
-    let mut datagrams = true;
-    loop {
-        tokio::select! {
-            _ = shared.cancel.cancelled() => return Ok(()),
-            bi = shared.transport.accept_bi() => {
-                let (send, recv) = bi?;
-                let task = shared.clone();
-                shared.spawn(async move { request_stream(task, send, recv).await });
-            }
-            uni = shared.transport.accept_uni() => {
-                let recv = uni?;
-                let task = shared.clone();
-                shared.spawn(async move { uni_stream(task, recv).await });
-            }
-            datagram = shared.transport.recv_datagram(), if datagrams => match datagram {
-                Ok(datagram) => subscriber::datagram(&shared, datagram)?,
-                Err(_) => datagrams = false,
-            },
-        }
-    }
+    StreamCode::from_code(wire_stream_code(StreamCode::from_code(code), draft))
 }
 
 /// A bidi stream the peer opened: a request on its own stream (17 on; SUBSCRIBE_NAMESPACE
 /// on 16, and any request on 14-16 as moq-net serves them). Its first message says which;
 /// a stream that dies first is dropped, bytes that do not parse end the session.
-async fn request_stream<T: Transport>(shared: Arc<Shared<T>>, send: T::Send, recv: T::Recv) {
+pub(crate) async fn request_stream<T: Transport>(
+    shared: Arc<Shared<T>>,
+    send: T::Send,
+    recv: T::Recv,
+) {
     let result: Result<(), Error> = async {
         let state = shared.ietf()?;
         let draft = state.draft;
@@ -265,9 +225,7 @@ async fn request_stream<T: Transport>(shared: Arc<Shared<T>>, send: T::Send, rec
                 id
             }
         };
-        let mut writer = Writer::new(send, shared.version);
-        writer.set_priority(i32::MAX);
-        let request = Request::stream(shared.clone(), id, reader, writer);
+        let request = Request::stream(shared.clone(), id, reader, request::control_writer(send));
         handle(shared.clone(), request, first).await;
         Ok(())
     }
@@ -278,7 +236,7 @@ async fn request_stream<T: Transport>(shared: Arc<Shared<T>>, send: T::Send, rec
 }
 
 /// The request id of a message that opens a request.
-fn first_request_id(msg: &Control) -> Option<u64> {
+pub(crate) fn first_request_id(msg: &Control) -> Option<u64> {
     match msg {
         Control::Subscribe(m) | Control::TrackStatus(m) => Some(m.request_id),
         Control::Fetch(m) => Some(m.request_id),
@@ -291,7 +249,7 @@ fn first_request_id(msg: &Control) -> Option<u64> {
 
 /// A uni stream the peer opened: a subgroup, a fetch, the server's SETUP (17 on, client
 /// side) or padding. Any other type ends the session (docs/wire-ietf.md §3.1).
-async fn uni_stream<T: Transport>(shared: Arc<Shared<T>>, recv: T::Recv) {
+pub(crate) async fn uni_stream<T: Transport>(shared: Arc<Shared<T>>, recv: T::Recv) {
     let result: Result<(), Error> = async {
         let draft = shared.ietf()?.draft;
         let mut reader = Reader::new(recv, shared.version, &shared.budget, Rank::Unknown);
@@ -322,30 +280,18 @@ async fn uni_stream<T: Transport>(shared: Arc<Shared<T>>, recv: T::Recv) {
                 Ok(())
             }
             UniStream::Setup => setup::peer_setup_stream(&shared, reader).await,
-            UniStream::Padding => {
-                while reader
-                    .unit(|buf| {
-                        let n = buf.len();
-                        Ok((n > 0).then(|| {
-                            let _ = buf.split_to(n);
-                        }))
-                    })
-                    .await?
-                    .is_some()
-                {}
-                Ok(())
-            }
+            // Read to its end and dropped.
+            UniStream::Padding => reader
+                .unit(|buf| {
+                    buf.clear();
+                    Ok(None::<()>)
+                })
+                .await
+                .map(|_| ()),
         }
     }
     .await;
     if let Err(err) = result {
         shared.fail(err);
-    }
-}
-
-impl<T: Transport> Shared<T> {
-    /// The draft, on an IETF session.
-    pub(crate) fn ietf_draft(&self) -> Option<starling_proto::ietf::Draft> {
-        self.ietf.as_ref().map(|s| s.draft)
     }
 }

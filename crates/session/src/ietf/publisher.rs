@@ -194,15 +194,16 @@ pub(crate) async fn subscribe<T: Transport>(
         group: join.group,
         object: join.head.len() as u64 - 1,
     });
-    let _joined = join.as_ref().map(|join| {
-        let state = shared.ietf().ok();
-        if let Some(state) = state {
-            state.joins.lock().insert(msg.request_id, join.clone());
-        }
-        Joined {
-            shared,
-            id: msg.request_id,
-        }
+    if let Some(join) = &join {
+        shared
+            .ietf()?
+            .joins
+            .lock()
+            .insert(msg.request_id, join.clone());
+    }
+    let _joined = join.is_some().then_some(Joined {
+        shared,
+        id: msg.request_id,
     });
     request
         .send(&Control::SubscribeOk(SubscribeOk {
@@ -465,7 +466,7 @@ async fn send_group<T: Transport>(
             let _ = writer.finish();
             stats.groups_sent.fetch_add(1, Ordering::Relaxed);
         }
-        Err(code) => writer.reset(wire_stream_code(code, Some(subgroups.draft))),
+        Err(code) => writer.reset(wire_stream_code(code, subgroups.draft)),
     }
 }
 

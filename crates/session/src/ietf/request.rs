@@ -39,6 +39,15 @@ pub(crate) struct Request<T: Transport> {
     io: Io<T>,
 }
 
+/// A writer for a control, SETUP or request stream: they go before data, as moq-net sends
+/// them. (An IETF session's writers take lite-06's version, which only their varints would
+/// use; the drafts' messages are encoded into `queued()`.)
+pub(crate) fn control_writer<S: starling_transport::SendStream>(stream: S) -> Writer<S> {
+    let mut writer = Writer::new(stream, starling_proto::Version::Lite06);
+    writer.set_priority(i32::MAX);
+    writer
+}
+
 /// Read one control message from a stream, at most `max` bytes of body.
 pub(crate) async fn read_control<R: starling_transport::RecvStream>(
     reader: &mut Reader<R>,
@@ -117,10 +126,7 @@ impl<T: Transport> Request<T> {
         } else {
             let (send, recv) = shared.transport.open_bi().await?;
             let reader = Reader::new(recv, shared.version, &shared.budget, Rank::Control);
-            let mut writer = Writer::new(send, shared.version);
-            // Request streams go before data, as moq-net sends them.
-            writer.set_priority(i32::MAX);
-            let mut request = Request::stream(shared.clone(), id, reader, writer);
+            let mut request = Request::stream(shared.clone(), id, reader, control_writer(send));
             request.send(&msg).await?;
             Ok(request)
         }

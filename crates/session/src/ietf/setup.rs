@@ -16,13 +16,12 @@ use starling_proto::ietf::{
 };
 use starling_transport::Transport;
 
-use super::request::read_control;
+use super::request::{control_writer, read_control};
 use super::state::State;
 use crate::budget::{Rank, RecvBudget};
 use crate::error::Error;
 use crate::reader::Reader;
 use crate::session::{PeerSetup, Shared};
-use crate::writer::Writer;
 
 /// What Starling calls itself in SETUP.
 const IMPLEMENTATION: &[u8] = b"starling";
@@ -183,28 +182,26 @@ pub(crate) async fn start<T: Transport>(
     window: usize,
 ) -> Result<Started<T>, Error> {
     let draft = handshake.draft;
-    let mut state = State::new(draft, true, Some(handshake.options), None, window);
+    let mut state = State::new(draft, true, Some(handshake.options), window);
     let options = our_options(draft, state.initial_grant(), hop);
-    let mut out = BytesMut::new();
-    let send = match handshake.control {
+    let mut writer = match handshake.control {
         Some(send) => {
+            let mut writer = control_writer(send);
             Control::ServerSetup(ServerSetup {
                 version: draft.has_inline_fields().then(|| draft.code()),
                 options,
             })
-            .encode(draft, &mut out)?;
-            send
+            .encode(draft, writer.queued())?;
+            writer
         }
         None => {
-            Setup { options }.encode(draft, &mut out)?;
-            transport.open_uni().await?
+            let mut writer = control_writer(transport.open_uni().await?);
+            Setup { options }.encode(draft, writer.queued())?;
+            writer
         }
     };
-    let mut writer = Writer::new(send, starling_proto::Version::Lite06);
-    writer.set_priority(i32::MAX);
-    writer.queued().extend_from_slice(&out);
     writer.flush().await?;
-    state.control = tokio::sync::Mutex::new(Some(writer));
+    *state.control.get_mut() = Some(writer);
     Ok(Started {
         state,
         recv: Some(handshake.recv),
@@ -222,7 +219,7 @@ pub(crate) async fn connect<T: Transport>(
     window: usize,
     timeout: Duration,
 ) -> Result<Started<T>, Error> {
-    let mut state = State::new(draft, false, None, None, window);
+    let mut state = State::new(draft, false, None, window);
     let mut options = our_options(draft, state.initial_grant(), hop);
     options.path = path
         .filter(|p| !p.is_empty())
@@ -230,10 +227,10 @@ pub(crate) async fn connect<T: Transport>(
     if draft.has_cluster() {
         options.relay_cost = cost;
     }
-    let mut out = BytesMut::new();
     let exchange = async {
         if draft.has_control_stream() {
             let (send, recv) = transport.open_bi().await?;
+            let mut writer = control_writer(send);
             Control::ClientSetup(ClientSetup {
                 versions: if draft.has_inline_fields() {
                     vec![draft.code()]
@@ -242,10 +239,7 @@ pub(crate) async fn connect<T: Transport>(
                 },
                 options,
             })
-            .encode(draft, &mut out)?;
-            let mut writer = Writer::new(send, starling_proto::Version::Lite06);
-            writer.set_priority(i32::MAX);
-            writer.queued().extend_from_slice(&out);
+            .encode(draft, writer.queued())?;
             writer.flush().await?;
             let budget = handshake_budget();
             let mut reader = Reader::new(
@@ -271,11 +265,8 @@ pub(crate) async fn connect<T: Transport>(
             }
             Ok::<_, Error>((writer, Some(reader.into_parts())))
         } else {
-            Setup { options }.encode(draft, &mut out)?;
-            let mut writer =
-                Writer::new(transport.open_uni().await?, starling_proto::Version::Lite06);
-            writer.set_priority(i32::MAX);
-            writer.queued().extend_from_slice(&out);
+            let mut writer = control_writer(transport.open_uni().await?);
+            Setup { options }.encode(draft, writer.queued())?;
             writer.flush().await?;
             Ok((writer, None))
         }
@@ -286,7 +277,7 @@ pub(crate) async fn connect<T: Transport>(
     };
     match result {
         Ok((writer, recv)) => {
-            state.control = tokio::sync::Mutex::new(Some(writer));
+            *state.control.get_mut() = Some(writer);
             Ok(Started { state, recv })
         }
         Err(err) => {
@@ -322,7 +313,7 @@ pub(crate) async fn setup_stream_tail<T: Transport>(
     let state = shared.ietf()?;
     let max = shared.config.limits.max_control_message;
     match read_control(&mut reader, state.draft, max).await {
-        Ok(Some(Control::Goaway(goaway))) => super::goaway_received(shared, goaway.uri)?,
+        Ok(Some(Control::Goaway(goaway))) => shared.goaway_arrived(goaway.uri)?,
         Ok(None) | Err(Error::Transport(_)) => return Ok(()),
         Ok(Some(_)) if state.server => {
             return Err(Error::ProtocolViolation("SETUP stream: not GOAWAY"))

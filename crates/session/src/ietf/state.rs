@@ -74,13 +74,7 @@ pub(crate) struct Join {
 const MAX_WINDOW: u64 = 1 << 16;
 
 impl<T: Transport> State<T> {
-    pub fn new(
-        draft: Draft,
-        server: bool,
-        peer: Option<SetupOptions>,
-        control: Option<Writer<T::Send>>,
-        window: usize,
-    ) -> Self {
+    pub fn new(draft: Draft, server: bool, peer: Option<SetupOptions>, window: usize) -> Self {
         let window = (window as u64).clamp(1, MAX_WINDOW);
         let peer_first = u64::from(!server);
         let peer_max = peer.as_ref().and_then(|p| p.max_request_id);
@@ -89,7 +83,7 @@ impl<T: Transport> State<T> {
             server,
             peer: Mutex::new(peer),
             setup_arrived: Notify::new(),
-            control: tokio::sync::Mutex::new(control),
+            control: tokio::sync::Mutex::new(None),
             routes: Mutex::new(HashMap::new()),
             ids: Mutex::new(Ids {
                 next: u64::from(server),

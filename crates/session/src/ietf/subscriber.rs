@@ -504,7 +504,7 @@ pub(crate) async fn subgroup<T: Transport>(
         return;
     };
     let refuse_stream = |reader: &mut Reader<T::Recv>, code: StreamCode| {
-        reader.stop(wire_stream_code(code, Some(draft)));
+        reader.stop(wire_stream_code(code, draft));
     };
     let header = match reader
         .unit(|buf| {

@@ -119,18 +119,9 @@ pub(crate) async fn hold<T: Transport>(
                 .ok()
                 .flatten();
             let uri = goaway.map(|g| g.uri).unwrap_or_default();
-            tracing::info!(%uri, "peer is going away");
-            let first = {
-                let mut slot = shared.goaway.lock();
-                let first = slot.is_none();
-                slot.get_or_insert(uri);
-                first
-            };
-            if !first {
-                // A second GOAWAY closes the session (docs/wire.md §4.12).
-                shared.fail(Error::ProtocolViolation("second GOAWAY"));
+            if let Err(err) = shared.goaway_arrived(uri) {
+                shared.fail(err);
             }
-            shared.goaway_received.notify_waiters();
             Ok(())
         }
         _ => probe(shared, reader, writer).await,
