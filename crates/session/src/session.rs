@@ -812,15 +812,14 @@ impl<T: Transport> Session<T> {
     /// Ask the peer to reconnect (to `uri`, or here when empty) and stop opening requests; the
     /// session keeps serving what is open. A second call does nothing (docs/wire.md §4.12).
     pub async fn goaway(&self, uri: &str) -> Result<(), Error> {
-        if self.shared.ietf.is_some() {
-            if self.shared.goaway_sent.swap(true, Ordering::AcqRel) {
-                return Ok(());
-            }
-            return crate::ietf::send_goaway(&self.shared, uri).await;
-        }
-        if !self.shared.version.has_goaway() || self.shared.goaway_sent.swap(true, Ordering::AcqRel)
+        let ietf = self.shared.ietf.is_some();
+        if !(ietf || self.shared.version.has_goaway())
+            || self.shared.goaway_sent.swap(true, Ordering::AcqRel)
         {
             return Ok(());
+        }
+        if ietf {
+            return crate::ietf::send_goaway(&self.shared, uri).await;
         }
         let (send, _recv) = self.shared.transport.open_bi().await?;
         let mut writer = Writer::new(send, self.shared.version);
