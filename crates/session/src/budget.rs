@@ -16,7 +16,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use tokio_util::sync::CancellationToken;
+use starling_proto::StreamCode;
+
+use crate::stop::Stop;
 
 /// How much a reader's buffered bytes are worth keeping.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -33,7 +35,7 @@ pub enum Rank {
 struct Member {
     rank: Rank,
     charged: usize,
-    evict: CancellationToken,
+    evict: Arc<Stop>,
 }
 
 #[derive(Debug, Default)]
@@ -87,7 +89,7 @@ impl RecvBudget {
 
     /// A new reader's account, starting at `rank`.
     pub fn account(&self, rank: Rank) -> Account {
-        let evict = CancellationToken::new();
+        let evict = Arc::new(Stop::default());
         let mut state = self.0.state.lock();
         let id = state.next_id;
         state.next_id += 1;
@@ -133,7 +135,7 @@ impl RecvBudget {
 pub struct Account {
     budget: RecvBudget,
     id: u64,
-    evict: CancellationToken,
+    evict: Arc<Stop>,
 }
 
 impl Account {
@@ -175,7 +177,7 @@ impl Account {
             };
             let member = state.members.remove(&victim).expect("victim is a member");
             state.used -= member.charged;
-            member.evict.cancel();
+            member.evict.stop(StreamCode::Evicted);
         }
     }
 
@@ -197,11 +199,11 @@ impl Account {
 
     /// Resolves once another reader's charge evicted this one.
     pub async fn evicted(&self) {
-        self.evict.cancelled().await
+        self.evict.stopped().await;
     }
 
     pub fn is_evicted(&self) -> bool {
-        self.evict.is_cancelled()
+        self.evict.code().is_some()
     }
 }
 

@@ -11,9 +11,11 @@ mod config;
 mod error;
 mod frames;
 mod ietf;
+mod inflight;
 mod publisher;
 mod reader;
 mod session;
+mod stop;
 mod subscriber;
 mod writer;
 

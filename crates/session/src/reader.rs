@@ -75,6 +75,7 @@ impl<R: RecvStream> Reader<R> {
             return Ok(false);
         }
         let read = tokio::select! {
+            biased;
             read = self.stream.read(READ_CHUNK) => read?,
             _ = self.account.evicted() => return Err(Error::Stream(StreamCode::Evicted)),
         };
@@ -235,6 +236,7 @@ impl<R: RecvStream> Reader<R> {
         let mut remaining = size - held;
         while remaining > 0 {
             let read = tokio::select! {
+                biased;
                 read = self.stream.read(remaining.min(READ_CHUNK)) => read?,
                 _ = self.account.evicted() => return Err(Error::Stream(StreamCode::Evicted)),
             };

@@ -164,24 +164,33 @@ impl<T: Transport> Shared<T> {
     {
         let cancel = self.cancel.clone();
         tokio::spawn(async move {
-            tokio::select! {
-                _ = cancel.cancelled() => {}
-                _ = task => {}
-            }
+            // The cancellation is polled only when it fired, not on each of the task's wakes
+            // (a subscription wakes once per frame).
+            let mut cancelled = std::pin::pin!(cancel.cancelled_owned());
+            let mut gate = crate::inflight::Gate::default();
+            let mut task = std::pin::pin!(task);
+            std::future::poll_fn(|cx| {
+                if std::future::Future::poll(task.as_mut(), cx).is_ready() {
+                    return std::task::Poll::Ready(());
+                }
+                gate.poll(cx, |cx| std::future::Future::poll(cancelled.as_mut(), cx))
+            })
+            .await
         });
     }
 
-    /// A uni stream for one group, unless `abort` resolves or the session ends before the
-    /// transport grants one; counted in `opened` (the stream count a track's end reports).
+    /// A uni stream for one group, unless `abort` resolves before the transport grants one;
+    /// counted in `opened` (the stream count a track's end reports). Callers run inside
+    /// [`Shared::spawn`], which ends them with the session.
     pub async fn group_stream<A: std::future::Future>(
         &self,
         abort: A,
         opened: &AtomicU64,
     ) -> Option<Writer<T::Send>> {
         let stream = tokio::select! {
-            _ = abort => return None,
-            _ = self.cancel.cancelled() => return None,
+            biased;
             stream = self.transport.open_uni() => stream.ok()?,
+            _ = abort => return None,
         };
         opened.fetch_add(1, Ordering::Relaxed);
         Some(Writer::new(stream, self.version))

@@ -65,6 +65,7 @@ impl Subgroups {
                 let id_delta = if next_id == first { first } else { 0 };
                 next_id += 1;
                 tokio::select! {
+                    biased;
                     written = self.write_object(writer, id_delta, frame) => written.map_err(stream_code)?,
                     code = group.aborted() => return Err(code),
                 }

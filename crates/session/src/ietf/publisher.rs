@@ -6,11 +6,11 @@
 //! object, its head by the joining FETCH (14-19) or the fill (20 on) the subscriber asks for,
 //! as moq-net serves them. Otherwise a subscription starts at the first object of the latest
 //! group (or its filter's start group), reported with no Largest.
-//! Groups go out one stream each, in their own tasks, a bounded number in flight (the oldest
+//! Groups go out one stream each, driven from the subscription's task, a bounded number in flight (the oldest
 //! is reset past it, as on lite); a finished track ends with an END_OF_TRACK stream and
 //! PUBLISH_DONE counting every stream. A FETCH is served for one cached group.
 
-use std::collections::VecDeque;
+use std::future::{poll_fn, Future};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -23,16 +23,16 @@ use starling_proto::ietf::subscribe::{PublishDone, RequestUpdate, Subscribe, Sub
 use starling_proto::ietf::{Control, Filter, Location};
 use starling_proto::StreamCode;
 use starling_transport::Transport;
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
 use super::data::{write_fetch, Fetched, Subgroups};
 use super::request::Request;
 use super::state::Join;
 use super::{refusal_for, refuse, wire_stream_code};
 use crate::error::Error;
+use crate::inflight::{Gate, InFlight};
 use crate::publisher::{resolve, send_order};
 use crate::session::Shared;
+use crate::stop::Stop;
 use crate::writer::Writer;
 
 /// PUBLISH_DONE status codes (docs/wire-ietf.md §6.4).
@@ -102,11 +102,6 @@ impl<T: Transport> Drop for Joined<'_, T> {
             state.joins.lock().remove(&self.id);
         }
     }
-}
-
-struct InFlight {
-    task: JoinHandle<()>,
-    abort: CancellationToken,
 }
 
 pub(crate) async fn subscribe<T: Transport>(
@@ -255,52 +250,59 @@ pub(crate) async fn subscribe<T: Transport>(
         }
         _ => None,
     };
-    let mut inflight: VecDeque<InFlight> = VecDeque::new();
+    let mut inflight = InFlight::new(limits.max_inflight_groups);
     let mut base = None;
+    // The request and the track are polled only when they woke the task, not on the wakes
+    // of the group sends.
+    let (mut control_gate, mut track_gate) = (Gate::default(), Gate::default());
+    let mut control = Box::pin(recv_on(request));
     let outcome: Result<Option<u64>, (u64, Error)> = loop {
-        inflight.retain(|g| !g.task.is_finished());
         tokio::select! {
-            event = request.recv() => match event {
-                Ok(Some(Control::RequestUpdate(update))) => {
-                    match priority_only(&update) {
-                        Some(wire) => {
-                            if let Some(wire) = wire {
-                                priority_tx.send_replace(255 - wire);
+            biased;
+            (request, event) = poll_fn(|cx| control_gate.poll(cx, |cx| control.as_mut().poll(cx))) => {
+                match event {
+                    Ok(Some(Control::RequestUpdate(update))) => {
+                        match priority_only(&update) {
+                            Some(wire) => {
+                                if let Some(wire) = wire {
+                                    priority_tx.send_replace(255 - wire);
+                                }
+                                if draft.has_namespace_messages() {
+                                    let ok = Control::RequestOk { answers: None, ok: RequestOk { request_id: update.request_id } };
+                                    request.send(&ok).await?;
+                                }
                             }
-                            if draft.has_namespace_messages() {
-                                let ok = Control::RequestOk { answers: None, ok: RequestOk { request_id: update.request_id } };
-                                request.send(&ok).await?;
+                            None => {
+                                refuse_update(request, &update).await?;
+                                break Err((done::UPDATE_FAILED, Error::Stream(StreamCode::Cancelled)));
                             }
-                        }
-                        None => {
-                            refuse_update(request, &update).await?;
-                            break Err((done::UPDATE_FAILED, Error::Stream(StreamCode::Cancelled)));
                         }
                     }
+                    // UNSUBSCRIBE (14-16), or the request closed on the control stream.
+                    Ok(Some(Control::Unsubscribe(_))) | Ok(None) if draft.has_control_stream() => {
+                        cancel_all(&mut inflight).await;
+                        return Ok(());
+                    }
+                    Ok(None) if draft < starling_proto::ietf::Draft::D19 => {
+                        // 17 and 18: the subscriber's FIN cancels.
+                        cancel_all(&mut inflight).await;
+                        request.finish();
+                        return Ok(());
+                    }
+                    // From 19 the subscriber's FIN says only that no update follows.
+                    Ok(None) => {}
+                    Ok(Some(_)) => return Err(Error::ProtocolViolation("unexpected message on a subscription")),
+                    // STOP_SENDING or a reset: cancelled.
+                    Err(Error::Transport(_)) => {
+                        cancel_all(&mut inflight).await;
+                        request.finish();
+                        return Ok(());
+                    }
+                    Err(err) => return Err(err),
                 }
-                // UNSUBSCRIBE (14-16), or the request closed on the control stream.
-                Ok(Some(Control::Unsubscribe(_))) | Ok(None) if draft.has_control_stream() => {
-                    cancel_all(&mut inflight);
-                    return Ok(());
-                }
-                Ok(None) if draft < starling_proto::ietf::Draft::D19 => {
-                    // 17 and 18: the subscriber's FIN cancels.
-                    cancel_all(&mut inflight);
-                    request.finish();
-                    return Ok(());
-                }
-                // From 19 the subscriber's FIN says only that no update follows.
-                Ok(None) => {}
-                Ok(Some(_)) => return Err(Error::ProtocolViolation("unexpected message on a subscription")),
-                // STOP_SENDING or a reset: cancelled.
-                Err(Error::Transport(_)) => {
-                    cancel_all(&mut inflight);
-                    request.finish();
-                    return Ok(());
-                }
-                Err(err) => return Err(err),
-            },
-            next = track.next_group() => match next {
+                control.set(recv_on(request));
+            }
+            next = poll_fn(|cx| track_gate.poll(cx, |cx| track.poll_group(cx))) => match next {
                 Ok(Some(mut group)) => {
                     if let Some((sequence, head)) = tail_of.take() {
                         if group.sequence() == sequence {
@@ -311,34 +313,22 @@ pub(crate) async fn subscribe<T: Transport>(
                         break Ok(Some(group.sequence()));
                     }
                     let base = *base.get_or_insert(group.sequence());
-                    while inflight.len() >= limits.max_inflight_groups.max(1) {
-                        if let Some(old) = inflight.pop_front() {
-                            shared.stats.groups_skipped.fetch_add(1, Ordering::Relaxed);
-                            old.abort.cancel();
-                        }
-                    }
-                    let abort = CancellationToken::new();
-                    let task = tokio::spawn(send_group(
-                        shared.clone(),
-                        subgroups,
-                        group,
-                        base,
-                        priority.clone(),
-                        abort.clone(),
-                        opened.clone(),
-                    ));
-                    inflight.push_back(InFlight { task, abort });
+                    let priority = priority.clone();
+                    let skipped = inflight.start(group.sequence(), |abort| {
+                        send_group(shared, subgroups, group, base, priority, abort, &opened)
+                    });
+                    shared.stats.groups_skipped.fetch_add(skipped, Ordering::Relaxed);
                 }
                 Ok(None) => break Ok(track.end()),
                 Err(code) => break Err((done::INTERNAL_ERROR, Error::Stream(code))),
             },
+            _ = inflight.next() => {}
         }
     };
+    drop(control);
     match outcome {
         Ok(end) => {
-            for g in inflight.drain(..) {
-                let _ = g.task.await;
-            }
+            inflight.drain().await;
             if let Some(end) = end {
                 if let Ok(stream) = shared.transport.open_uni().await {
                     opened.fetch_add(1, Ordering::Relaxed);
@@ -356,7 +346,7 @@ pub(crate) async fn subscribe<T: Transport>(
             .await
         }
         Err((status, err)) => {
-            cancel_all(&mut inflight);
+            cancel_all(&mut inflight).await;
             let reason = err.to_string();
             finish(
                 request,
@@ -368,6 +358,15 @@ pub(crate) async fn subscribe<T: Transport>(
             .await
         }
     }
+}
+
+/// The request's next message as a future that owns the request's borrow and hands it back
+/// with the message, so the subscription keeps one such future across its loop.
+async fn recv_on<T: Transport>(
+    request: &mut Request<T>,
+) -> (&mut Request<T>, Result<Option<Control>, Error>) {
+    let event = request.recv().await;
+    (request, event)
 }
 
 /// A REQUEST_UPDATE that changes only the priority (and keeps FORWARD on): its new wire
@@ -411,10 +410,11 @@ async fn refuse_update<T: Transport>(
         .await
 }
 
-fn cancel_all(inflight: &mut VecDeque<InFlight>) {
-    for g in inflight.drain(..) {
-        g.abort.cancel();
-    }
+/// Reset every group stream in flight (with TOO_FAR_BEHIND's code, as each stream a
+/// subscription stops is reset).
+async fn cancel_all<F: Future<Output = u64>>(inflight: &mut InFlight<F>) {
+    inflight.abort_all(StreamCode::TooFarBehind);
+    inflight.drain().await;
 }
 
 /// PUBLISH_DONE, then our FIN, then wait (bounded) for the subscriber's.
@@ -438,28 +438,29 @@ async fn finish<T: Transport>(
 }
 
 /// Write one group on its own stream; reset it with the draft's code when it cannot complete.
+/// Resolves to the group's sequence.
 async fn send_group<T: Transport>(
-    shared: Arc<Shared<T>>,
+    shared: &Shared<T>,
     subgroups: Subgroups,
     mut group: GroupConsumer,
     base: u64,
     mut priority: tokio::sync::watch::Receiver<u8>,
-    abort: CancellationToken,
-    opened: Arc<AtomicU64>,
-) {
-    let Some(mut writer) = shared.group_stream(abort.cancelled(), &opened).await else {
-        return;
-    };
+    abort: Arc<Stop>,
+    opened: &AtomicU64,
+) -> u64 {
     let sequence = group.sequence();
+    let Some(mut writer) = shared.group_stream(abort.stopped(), opened).await else {
+        return sequence;
+    };
     writer.set_priority(send_order(*priority.borrow_and_update(), sequence, base));
     let stats = &shared.stats;
     let result = tokio::select! {
-        _ = abort.cancelled() => Err(StreamCode::TooFarBehind),
-        _ = shared.cancel.cancelled() => Err(StreamCode::SessionClosed),
+        biased;
         result = subgroups.write_group(&mut writer, &mut group, |size| {
             stats.frames_sent.fetch_add(1, Ordering::Relaxed);
             stats.bytes_sent.fetch_add(size as u64, Ordering::Relaxed);
         }) => result,
+        code = abort.stopped() => Err(code),
     };
     match result {
         Ok(()) => {
@@ -468,6 +469,7 @@ async fn send_group<T: Transport>(
         }
         Err(code) => writer.reset(wire_stream_code(code, subgroups.draft)),
     }
+    sequence
 }
 
 /// FETCH: one cached group (docs/wire-ietf.md §4.12).

@@ -1,15 +1,16 @@
 //! Serving one SUBSCRIBE: reading the shared track at this subscriber's cursor and writing each
 //! group on its own stream, newest first (docs/wire.md §4.6–4.8).
 //!
-//! Every group stream is its own task, so a subscriber that reads slowly stalls only its own
-//! streams; the shared cache and other subscribers never wait for it. A subscription keeps a
+//! Every group stream is its own future, driven from the subscription's task
+//! (`crate::inflight`), so a subscriber that reads slowly stalls only its own streams; the
+//! shared cache and other subscribers never wait for it. A subscription keeps a
 //! bounded number of group streams in flight: when a newer group starts beyond the bound, the
 //! oldest stream is reset with TOO_FAR_BEHIND, and a group that leaves the cache while being
 //! written is reset with the code it left with (OLD or EVICTED).
 
 use std::collections::VecDeque;
-use std::future::poll_fn;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::future::{poll_fn, Future};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use starling_model::{GroupConsumer, StartAt, TrackConsumer};
@@ -18,13 +19,13 @@ use starling_proto::{
     UniType, Version,
 };
 use starling_transport::Transport;
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
 use crate::frames::FrameWriter;
+use crate::inflight::{Gate, InFlight};
 use crate::reader::Reader;
 use crate::session::Shared;
+use crate::stop::Stop;
 use crate::writer::Writer;
 
 /// Where delivery starts for a SUBSCRIBE of this version (docs/wire.md §4.6 "Where delivery starts").
@@ -201,31 +202,6 @@ pub(crate) fn resolve<T: Transport>(
     })
 }
 
-struct InFlight {
-    sequence: u64,
-    abort: Abort,
-    task: JoinHandle<()>,
-}
-
-/// Stops a group stream with a reason.
-#[derive(Clone, Default)]
-struct Abort {
-    token: CancellationToken,
-    code: Arc<AtomicU32>,
-}
-
-impl Abort {
-    fn abort(&self, code: StreamCode) {
-        self.code.store(code.to_code(), Ordering::Release);
-        self.token.cancel();
-    }
-
-    async fn aborted(&self) -> StreamCode {
-        self.token.cancelled().await;
-        StreamCode::from_code(self.code.load(Ordering::Acquire))
-    }
-}
-
 async fn serve<T: Transport>(
     shared: &Arc<Shared<T>>,
     reader: &mut Reader<T::Recv>,
@@ -234,6 +210,7 @@ async fn serve<T: Transport>(
     mut track: TrackConsumer,
 ) -> Result<(), Error> {
     let limits = &shared.config.limits;
+    let version = shared.version;
     // In-flight group streams follow the subscription's priority as updates change it, and
     // rank below each newer group as it starts.
     let (priority_tx, priority) = tokio::sync::watch::channel(Urgency {
@@ -243,17 +220,11 @@ async fn serve<T: Transport>(
     let mut bounds = Bounds::of(&msg);
     let mut started = false;
     // Group streams opened for this subscription (lite-07's SUBSCRIBE_END carries the count).
-    let opened = Arc::new(AtomicU64::new(0));
-    let mut inflight: VecDeque<InFlight> = VecDeque::new();
+    let opened = AtomicU64::new(0);
+    let mut inflight = InFlight::new(limits.max_inflight_groups);
     // Groups above the serving cap wait here (bounded) until an update raises the cap.
     let mut held: VecDeque<GroupConsumer> = VecDeque::new();
-    let spawn = |group: GroupConsumer, bounds: &Bounds, inflight: &mut VecDeque<InFlight>| {
-        while inflight.len() >= limits.max_inflight_groups.max(1) {
-            if let Some(old) = inflight.pop_front() {
-                shared.stats.groups_skipped.fetch_add(1, Ordering::Relaxed);
-                old.abort.abort(StreamCode::TooFarBehind);
-            }
-        }
+    let start = |group: GroupConsumer, bounds: &Bounds, inflight: &mut InFlight<_>| {
         let (group, last_frame) = bounds.apply(group);
         // Rare (every few million groups): streams in flight take the new base at their next
         // frame.
@@ -261,38 +232,22 @@ async fn serve<T: Transport>(
         if let Some(base) = rebased {
             priority_tx.send_modify(|u| u.base = Some(base));
         }
-        let abort = Abort::default();
-        let task_shared = shared.clone();
-        let task_abort = abort.clone();
         let priority = priority.clone();
-        let sequence = group.sequence();
-        let id = msg.id;
-        let opened = opened.clone();
-        let task = tokio::spawn(async move {
-            send_group(
-                task_shared,
-                id,
-                group,
-                last_frame,
-                priority,
-                task_abort,
-                opened,
-            )
-            .await;
+        let skipped = inflight.start(group.sequence(), |abort| {
+            send_group(shared, msg.id, group, last_frame, priority, abort, &opened)
         });
-        inflight.push_back(InFlight {
-            sequence,
-            abort,
-            task,
-        });
+        shared
+            .stats
+            .groups_skipped
+            .fetch_add(skipped, Ordering::Relaxed);
     };
 
-    let legacy = !shared.version.has_track_stream();
+    let legacy = !version.has_track_stream();
     if legacy {
         // Before 05 the subscription is answered with one OK as soon as it is served (typed
         // from 03, untyped on 01/02), carrying nothing but the priority, as moq-net sends it;
         // its end is the stream's FIN.
-        if shared.version.has_typed_responses() {
+        if version.has_typed_responses() {
             writer
                 .typed(&SubscribeResponse::Ok {
                     priority: msg.priority,
@@ -310,10 +265,15 @@ async fn serve<T: Transport>(
         }
         started = true;
     }
+    // The control stream and the track are polled only when they woke the task, not on the
+    // wakes of the group sends (one per frame per stream).
+    let (mut control_gate, mut track_gate) = (Gate::default(), Gate::default());
+    let mut control = Box::pin(update_on(reader, version, limits.max_control_message));
     let outcome: Result<Option<u64>, Error> = loop {
-        inflight.retain(|g| !g.task.is_finished());
         tokio::select! {
-            update = next_update(reader, shared.version, limits.max_control_message) => {
+            biased;
+            (reader, update) = poll_fn(|cx| control_gate.poll(cx, |cx| control.as_mut().poll(cx))) => {
+                control.set(update_on(reader, version, limits.max_control_message));
                 match update {
                     Ok(Some(update)) => {
                         priority_tx.send_modify(|u| u.priority = update.priority);
@@ -322,21 +282,20 @@ async fn serve<T: Transport>(
                             held.drain(..).partition(|g| bounds.within(g.sequence()));
                         held.extend(still);
                         for group in ready {
-                            spawn(group, &bounds, &mut inflight);
+                            start(group, &bounds, &mut inflight);
                         }
                     }
                     Ok(None) => {
                         // The subscriber FIN'd: stop, reset what is in flight, FIN our side.
-                        for g in inflight.drain(..) {
-                            g.abort.abort(StreamCode::Cancelled);
-                        }
+                        inflight.abort_all(StreamCode::Cancelled);
+                        inflight.drain().await;
                         writer.finish()?;
                         return Ok(());
                     }
                     Err(err) => break Err(err),
                 }
             }
-            next = track.next_group() => {
+            next = poll_fn(|cx| track_gate.poll(cx, |cx| track.poll_group(cx))) => {
                 tracing::trace!(id = msg.id, next = ?next.as_ref().map(|g| g.as_ref().map(|g| g.sequence())), "subscription group");
                 match next {
                     Ok(Some(group)) => {
@@ -352,37 +311,34 @@ async fn serve<T: Transport>(
                             started = true;
                             writer.typed(&SubscribeResponse::Start { group: group.sequence() }).await?;
                         }
-                        spawn(group, &bounds, &mut inflight);
+                        start(group, &bounds, &mut inflight);
                     }
                     Ok(None) => break Ok(track.end()),
                     Err(code) => break Err(Error::Stream(code)),
                 }
             }
+            _ = inflight.next() => {}
         }
     };
+    drop(control);
 
     match outcome {
         Ok(end) => {
             // The track finished: announce the exclusive end, let in-flight groups complete.
             // On lite-07 the END also counts the group streams opened for the subscription,
             // so it goes once every one of them has been opened (here: has ended).
-            let end = end.unwrap_or_else(|| inflight.back().map(|g| g.sequence + 1).unwrap_or(0));
+            let end = end.unwrap_or_else(|| inflight.last_started().map_or(0, |s| s + 1));
             if legacy {
                 // No END before 05: the groups in flight complete, then the FIN says it.
-                for g in inflight.drain(..) {
-                    let _ = g.task.await;
-                }
+                inflight.drain().await;
                 writer.finish()?;
                 let _ = reader.finished().await;
                 return Ok(());
             }
-            if shared.version.has_stream_count() {
-                for g in inflight.drain(..) {
-                    let _ = g.task.await;
-                }
+            if version.has_stream_count() {
+                inflight.drain().await;
             }
-            let streams = shared
-                .version
+            let streams = version
                 .has_stream_count()
                 .then(|| opened.load(Ordering::Relaxed));
             writer
@@ -391,21 +347,30 @@ async fn serve<T: Transport>(
                     streams,
                 })
                 .await?;
-            for g in inflight.drain(..) {
-                let _ = g.task.await;
-            }
+            inflight.drain().await;
             writer.finish()?;
             // Hold our side until the subscriber FINs or resets.
             let _ = reader.finished().await;
             Ok(())
         }
         Err(err) => {
-            for g in inflight.drain(..) {
-                g.abort.abort(err.stream_code());
-            }
+            inflight.abort_all(err.stream_code());
+            inflight.drain().await;
             Err(err)
         }
     }
+}
+
+/// The next SUBSCRIBE_UPDATE as a future that owns the reader's borrow and hands it back with
+/// the update, so the subscription keeps one such future across its loop and makes the next
+/// from what the last returned.
+async fn update_on<R: starling_transport::RecvStream>(
+    reader: &mut Reader<R>,
+    version: Version,
+    max: usize,
+) -> (&mut Reader<R>, Result<Option<SubscribeUpdate>, Error>) {
+    let update = next_update(reader, version, max).await;
+    (reader, update)
 }
 
 /// The subscriber's next SUBSCRIBE_UPDATE; on 01/02, which have none, only its FIN (any byte
@@ -423,31 +388,27 @@ async fn next_update<R: starling_transport::RecvStream>(
 }
 
 /// Write one group on its own stream; reset it with the reason when it cannot complete.
+/// Resolves to the group's sequence.
 async fn send_group<T: Transport>(
-    shared: Arc<Shared<T>>,
+    shared: &Shared<T>,
     subscribe_id: u64,
     mut group: GroupConsumer,
     last_frame: Option<u64>,
     mut priority: tokio::sync::watch::Receiver<Urgency>,
-    abort: Abort,
-    opened: Arc<AtomicU64>,
-) {
-    let Some(mut writer) = shared.group_stream(abort.aborted(), &opened).await else {
-        return;
+    abort: Arc<Stop>,
+    opened: &AtomicU64,
+) -> u64 {
+    let sequence = group.sequence();
+    let Some(mut writer) = shared.group_stream(abort.stopped(), opened).await else {
+        return sequence;
     };
-    writer.set_priority(priority.borrow_and_update().order(group.sequence()));
+    writer.set_priority(priority.borrow_and_update().order(sequence));
     let result = tokio::select! {
-        code = abort.aborted() => Err(code),
-        // The session ended: nothing more can be written on it.
-        _ = shared.cancel.cancelled() => Err(StreamCode::SessionClosed),
-        result = write_group(&shared, &mut writer, subscribe_id, &mut group, last_frame, &mut priority) => result,
+        biased;
+        result = write_group(shared, &mut writer, subscribe_id, &mut group, last_frame, &mut priority) => result,
+        code = abort.stopped() => Err(code),
     };
-    tracing::trace!(
-        subscribe_id,
-        sequence = group.sequence(),
-        ?result,
-        "group stream sent"
-    );
+    tracing::trace!(subscribe_id, sequence, ?result, "group stream sent");
     match result {
         Ok(()) => {
             let _ = writer.finish();
@@ -455,10 +416,11 @@ async fn send_group<T: Transport>(
         }
         Err(code) => writer.reset(code.to_code()),
     }
+    sequence
 }
 
 async fn write_group<T: Transport>(
-    shared: &Arc<Shared<T>>,
+    shared: &Shared<T>,
     writer: &mut Writer<T::Send>,
     subscribe_id: u64,
     group: &mut GroupConsumer,
@@ -496,6 +458,7 @@ async fn write_group<T: Transport>(
             let size = frame.payload.len();
             // A write blocked by a slow reader still notices the group leaving the cache.
             tokio::select! {
+                biased;
                 written = frames_out.write(writer, frame) => written.map_err(|e| match e {
                     Error::Stream(code) => code,
                     Error::Transport(starling_transport::TransportError::Stopped(code)) => {
