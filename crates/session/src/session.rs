@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use crate::budget::{Rank, RecvBudget};
 use crate::config::SessionConfig;
 use crate::error::Error;
+use crate::inflight::Gate;
 use crate::reader::Reader;
 use crate::writer::Writer;
 use crate::{publisher, subscriber};
@@ -107,7 +108,39 @@ impl SessionStats {
 /// streams for it have arrived (lite-07's SUBSCRIBE_END settles the tail on that count).
 pub(crate) struct Upstream {
     pub track: Arc<TrackProducer>,
-    pub streams: tokio::sync::watch::Sender<u64>,
+    pub streams: StreamCount,
+}
+
+/// The group streams of one upstream subscription that arrived. Counting is one atomic add;
+/// only an ended subscription waiting for the streams its end counts is ever notified.
+#[derive(Debug, Default)]
+pub(crate) struct StreamCount {
+    count: AtomicU64,
+    waiting: std::sync::atomic::AtomicBool,
+    reached: tokio::sync::Notify,
+}
+
+impl StreamCount {
+    fn add(&self) {
+        self.count.fetch_add(1, Ordering::SeqCst);
+        if self.waiting.load(Ordering::SeqCst) {
+            self.reached.notify_waiters();
+        }
+    }
+
+    /// Resolves once `count` streams arrived.
+    pub async fn reached(&self, count: u64) {
+        loop {
+            let notified = self.reached.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            self.waiting.store(true, Ordering::SeqCst);
+            if self.count.load(Ordering::SeqCst) >= count {
+                return;
+            }
+            notified.await;
+        }
+    }
 }
 
 impl Upstream {
@@ -115,7 +148,7 @@ impl Upstream {
     /// priority our readers asked of the subscription (within it, older groups are evicted
     /// first).
     pub fn arrived<R: RecvStream>(&self, reader: &Reader<R>, sequence: u64) {
-        self.streams.send_modify(|n| *n += 1);
+        self.streams.add();
         reader.set_rank(Rank::Data {
             priority: self.track.demand().map_or(0, |demand| demand.priority),
             sequence,
@@ -167,7 +200,7 @@ impl<T: Transport> Shared<T> {
             // The cancellation is polled only when it fired, not on each of the task's wakes
             // (a subscription wakes once per frame).
             let mut cancelled = std::pin::pin!(cancel.cancelled_owned());
-            let mut gate = crate::inflight::Gate::default();
+            let mut gate = Gate::default();
             let mut task = std::pin::pin!(task);
             std::future::poll_fn(|cx| {
                 if std::future::Future::poll(task.as_mut(), cx).is_ready() {
@@ -888,15 +921,35 @@ impl<T: Transport> Session<T> {
 }
 
 /// Accept the peer's streams until the session ends.
+///
+/// Request streams (bidirectional) get a task each. Data streams (unidirectional, one group
+/// each) are read here, in this task, as futures of one set: a group costs no spawn, and each
+/// stream's wake polls only that stream. What the task waits on besides them (the accepts,
+/// datagrams, the session's end) is polled through a [`Gate`] only when it woke.
 async fn drive<T: Transport>(shared: Arc<Shared<T>>) {
+    use futures::future::Either;
+    use futures::StreamExt;
+    use std::future::{poll_fn, Future};
+    use std::task::Poll;
+
     // Each stream goes to its family's handler: the IETF drafts' or moq-lite's.
     let ietf = shared.ietf.is_some();
     let result: Result<(), Error> = async {
         let mut datagrams = shared.version.has_datagrams();
+        let transport = &shared.transport;
+        let mut cancelled = std::pin::pin!(shared.cancel.cancelled());
+        let mut accept_bi = std::pin::pin!(transport.accept_bi());
+        let mut accept_uni = std::pin::pin!(transport.accept_uni());
+        let mut datagram = std::pin::pin!(transport.recv_datagram());
+        let mut gates: [Gate; 4] = Default::default();
+        let mut data = futures::stream::FuturesUnordered::new();
         loop {
+            let [cancel_gate, bi_gate, uni_gate, datagram_gate] = &mut gates;
             tokio::select! {
-                _ = shared.cancel.cancelled() => return Ok(()),
-                bi = shared.transport.accept_bi() => {
+                biased;
+                _ = poll_fn(|cx| cancel_gate.poll(cx, |cx| cancelled.as_mut().poll(cx))) => return Ok(()),
+                bi = poll_fn(|cx| bi_gate.poll(cx, |cx| accept_bi.as_mut().poll(cx))) => {
+                    accept_bi.set(transport.accept_bi());
                     let (send, recv) = bi?;
                     let task = shared.clone();
                     if ietf {
@@ -905,21 +958,30 @@ async fn drive<T: Transport>(shared: Arc<Shared<T>>) {
                         shared.spawn(handle_bi(task, send, recv));
                     }
                 }
-                uni = shared.transport.accept_uni() => {
+                uni = poll_fn(|cx| uni_gate.poll(cx, |cx| accept_uni.as_mut().poll(cx))) => {
+                    accept_uni.set(transport.accept_uni());
                     let recv = uni?;
                     let task = shared.clone();
-                    if ietf {
-                        shared.spawn(crate::ietf::uni_stream(task, recv));
+                    data.push(if ietf {
+                        Either::Left(crate::ietf::uni_stream(task, recv))
                     } else {
-                        shared.spawn(handle_uni(task, recv));
+                        Either::Right(handle_uni(task, recv))
+                    });
+                }
+                // Pending while no data stream is open; polled again once one is pushed.
+                _ = poll_fn(|cx| match data.poll_next_unpin(cx) {
+                    Poll::Ready(Some(())) => Poll::Ready(()),
+                    _ => Poll::Pending,
+                }) => {}
+                received = poll_fn(|cx| datagram_gate.poll(cx, |cx| datagram.as_mut().poll(cx))), if datagrams => {
+                    datagram.set(transport.recv_datagram());
+                    match received {
+                        Ok(received) if ietf => crate::ietf::datagram(&shared, received)?,
+                        Ok(received) => subscriber::datagram(&shared, received),
+                        // Datagrams unavailable on this transport: stop asking; the session goes on.
+                        Err(_) => datagrams = false,
                     }
                 }
-                datagram = shared.transport.recv_datagram(), if datagrams => match datagram {
-                    Ok(datagram) if ietf => crate::ietf::datagram(&shared, datagram)?,
-                    Ok(datagram) => subscriber::datagram(&shared, datagram),
-                    // Datagrams unavailable on this transport: stop asking; the session goes on.
-                    Err(_) => datagrams = false,
-                },
             }
         }
     }

@@ -402,7 +402,10 @@ pub(crate) async fn pull<T: Transport>(
         });
     }
     let alias = ok.track_alias;
-    let (streams_tx, mut streams) = tokio::sync::watch::channel(0u64);
+    let arrived = Arc::new(Upstream {
+        track: track.clone(),
+        streams: Default::default(),
+    });
     {
         let mut aliases = shared.upstream.lock();
         if aliases.contains_key(&alias) {
@@ -410,13 +413,7 @@ pub(crate) async fn pull<T: Transport>(
             shared.fail(err.clone());
             return Err(err);
         }
-        aliases.insert(
-            alias,
-            Arc::new(Upstream {
-                track: track.clone(),
-                streams: streams_tx,
-            }),
-        );
+        aliases.insert(alias, arrived.clone());
     }
     state.aliases_changed.notify_waiters();
     let _registered = Unregister {
@@ -429,7 +426,7 @@ pub(crate) async fn pull<T: Transport>(
                 Some(Control::PublishDone(done)) => {
                     // Streams may trail the PUBLISH_DONE: wait for those it counts.
                     tokio::select! {
-                        _ = streams.wait_for(|n| *n >= done.stream_count) => {}
+                        _ = arrived.streams.reached(done.stream_count) => {}
                         _ = tokio::time::sleep(OWED_GRACE) => {}
                         _ = &mut unused => {}
                     }

@@ -136,19 +136,16 @@ async fn pull<T: Transport>(
     };
 
     let id = shared.next_subscribe_id.fetch_add(1, Ordering::Relaxed);
-    let (streams_tx, mut streams) = tokio::sync::watch::channel(0u64);
+    let arrived = Arc::new(Upstream {
+        track: track.clone(),
+        streams: Default::default(),
+    });
     {
         let mut upstream = shared.upstream.lock();
         if upstream.len() >= limits.max_upstream_subscriptions {
             return Err(Error::Stream(StreamCode::Internal));
         }
-        upstream.insert(
-            id,
-            Arc::new(Upstream {
-                track: track.clone(),
-                streams: streams_tx.clone(),
-            }),
-        );
+        upstream.insert(id, arrived.clone());
     }
     let _registered = Unregister {
         shared: shared.clone(),
@@ -231,7 +228,7 @@ async fn pull<T: Transport>(
                         let owed = async {
                             match (count, first) {
                                 (Some(count), _) => {
-                                    let _ = streams.wait_for(|n| *n >= count).await;
+                                    arrived.streams.reached(count).await;
                                 }
                                 (None, Some(first)) if !legacy => track.arrived(first..end).await,
                                 (None, _) if legacy => std::future::pending::<()>().await,
