@@ -18,6 +18,7 @@ use crate::config::SessionConfig;
 use crate::error::Error;
 use crate::inflight::Gate;
 use crate::reader::Reader;
+use crate::stop::Stop;
 use crate::writer::Writer;
 use crate::{publisher, subscriber};
 
@@ -227,6 +228,39 @@ impl<T: Transport> Shared<T> {
         };
         opened.fetch_add(1, Ordering::Relaxed);
         Some(Writer::new(stream, self.version))
+    }
+
+    /// One group on a stream of its own (a subscription's send, both families): the stream
+    /// is opened unless `stop` comes first, set to send `order`, written by `write`, then
+    /// FIN'd; a group that cannot complete (its write failed, or `stop` came) is reset with
+    /// `reset_code` of why. Resolves to `sequence`.
+    pub async fn send_group(
+        &self,
+        sequence: u64,
+        stop: &Stop,
+        opened: &AtomicU64,
+        order: i32,
+        write: impl AsyncFnOnce(&mut Writer<T::Send>) -> Result<(), StreamCode>,
+        reset_code: impl FnOnce(StreamCode) -> u32,
+    ) -> u64 {
+        let Some(mut writer) = self.group_stream(stop.stopped(), opened).await else {
+            return sequence;
+        };
+        writer.set_priority(order);
+        let result = tokio::select! {
+            biased;
+            result = write(&mut writer) => result,
+            code = stop.stopped() => Err(code),
+        };
+        tracing::trace!(sequence, ?result, "group stream sent");
+        match result {
+            Ok(()) => {
+                let _ = writer.finish();
+                self.stats.groups_sent.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(code) => writer.reset(reset_code(code)),
+        }
+        sequence
     }
 
     /// The peer sent GOAWAY asking to reconnect to `uri`; a second one is a protocol

@@ -14,7 +14,7 @@ use std::future::{poll_fn, Future};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use starling_model::{GroupConsumer, StartAt};
+use starling_model::StartAt;
 use starling_proto::ietf::fetch::{Fetch, FetchKind, FetchOk};
 use starling_proto::ietf::fields::GroupOrder;
 use starling_proto::ietf::properties::TrackProperties;
@@ -32,7 +32,6 @@ use crate::error::Error;
 use crate::inflight::{Gate, InFlight};
 use crate::publisher::{resolve, send_order};
 use crate::session::Shared;
-use crate::stop::Stop;
 use crate::writer::Writer;
 
 /// PUBLISH_DONE status codes (docs/wire-ietf.md §6.4).
@@ -313,9 +312,20 @@ pub(crate) async fn subscribe<T: Transport>(
                         break Ok(Some(group.sequence()));
                     }
                     let base = *base.get_or_insert(group.sequence());
-                    let priority = priority.clone();
-                    let skipped = inflight.start(group.sequence(), |abort| {
-                        send_group(shared, subgroups, group, base, priority, abort, &opened)
+                    let sequence = group.sequence();
+                    let order = send_order(*priority.borrow(), sequence, base);
+                    let opened = &opened;
+                    let skipped = inflight.start(sequence, |stop| async move {
+                        let mut group = group;
+                        let stats = &shared.stats;
+                        let write = async |writer: &mut Writer<T::Send>| {
+                            subgroups.write_group(writer, &mut group, |size| {
+                                stats.frames_sent.fetch_add(1, Ordering::Relaxed);
+                                stats.bytes_sent.fetch_add(size as u64, Ordering::Relaxed);
+                            }).await
+                        };
+                        let reset = |code| wire_stream_code(code, subgroups.draft);
+                        shared.send_group(sequence, &stop, opened, order, write, reset).await
                     });
                     shared.stats.groups_skipped.fetch_add(skipped, Ordering::Relaxed);
                 }
@@ -435,41 +445,6 @@ async fn finish<T: Transport>(
         .await?;
     request.finish();
     Ok(())
-}
-
-/// Write one group on its own stream; reset it with the draft's code when it cannot complete.
-/// Resolves to the group's sequence.
-async fn send_group<T: Transport>(
-    shared: &Shared<T>,
-    subgroups: Subgroups,
-    mut group: GroupConsumer,
-    base: u64,
-    mut priority: tokio::sync::watch::Receiver<u8>,
-    abort: Arc<Stop>,
-    opened: &AtomicU64,
-) -> u64 {
-    let sequence = group.sequence();
-    let Some(mut writer) = shared.group_stream(abort.stopped(), opened).await else {
-        return sequence;
-    };
-    writer.set_priority(send_order(*priority.borrow_and_update(), sequence, base));
-    let stats = &shared.stats;
-    let result = tokio::select! {
-        biased;
-        result = subgroups.write_group(&mut writer, &mut group, |size| {
-            stats.frames_sent.fetch_add(1, Ordering::Relaxed);
-            stats.bytes_sent.fetch_add(size as u64, Ordering::Relaxed);
-        }) => result,
-        code = abort.stopped() => Err(code),
-    };
-    match result {
-        Ok(()) => {
-            let _ = writer.finish();
-            stats.groups_sent.fetch_add(1, Ordering::Relaxed);
-        }
-        Err(code) => writer.reset(wire_stream_code(code, subgroups.draft)),
-    }
-    sequence
 }
 
 /// FETCH: one cached group (docs/wire-ietf.md §4.12).

@@ -25,7 +25,6 @@ use crate::frames::FrameWriter;
 use crate::inflight::{Gate, InFlight};
 use crate::reader::Reader;
 use crate::session::Shared;
-use crate::stop::Stop;
 use crate::writer::Writer;
 
 /// Where delivery starts for a SUBSCRIBE of this version (docs/wire.md §4.6 "Where delivery starts").
@@ -232,9 +231,26 @@ async fn serve<T: Transport>(
         if let Some(base) = rebased {
             priority_tx.send_modify(|u| u.base = Some(base));
         }
-        let priority = priority.clone();
-        let skipped = inflight.start(group.sequence(), |abort| {
-            send_group(shared, msg.id, group, last_frame, priority, abort, &opened)
+        let mut priority = priority.clone();
+        let sequence = group.sequence();
+        let order = priority.borrow_and_update().order(sequence);
+        let opened = &opened;
+        let skipped = inflight.start(sequence, |stop| async move {
+            let mut group = group;
+            let write = async |writer: &mut Writer<T::Send>| {
+                write_group(
+                    shared,
+                    writer,
+                    msg.id,
+                    &mut group,
+                    last_frame,
+                    &mut priority,
+                )
+                .await
+            };
+            shared
+                .send_group(sequence, &stop, opened, order, write, StreamCode::to_code)
+                .await
         });
         shared
             .stats
@@ -385,38 +401,6 @@ async fn next_update<R: starling_transport::RecvStream>(
     } else {
         reader.finished().await.map(|()| None)
     }
-}
-
-/// Write one group on its own stream; reset it with the reason when it cannot complete.
-/// Resolves to the group's sequence.
-async fn send_group<T: Transport>(
-    shared: &Shared<T>,
-    subscribe_id: u64,
-    mut group: GroupConsumer,
-    last_frame: Option<u64>,
-    mut priority: tokio::sync::watch::Receiver<Urgency>,
-    abort: Arc<Stop>,
-    opened: &AtomicU64,
-) -> u64 {
-    let sequence = group.sequence();
-    let Some(mut writer) = shared.group_stream(abort.stopped(), opened).await else {
-        return sequence;
-    };
-    writer.set_priority(priority.borrow_and_update().order(sequence));
-    let result = tokio::select! {
-        biased;
-        result = write_group(shared, &mut writer, subscribe_id, &mut group, last_frame, &mut priority) => result,
-        code = abort.stopped() => Err(code),
-    };
-    tracing::trace!(subscribe_id, sequence, ?result, "group stream sent");
-    match result {
-        Ok(()) => {
-            let _ = writer.finish();
-            shared.stats.groups_sent.fetch_add(1, Ordering::Relaxed);
-        }
-        Err(code) => writer.reset(code.to_code()),
-    }
-    sequence
 }
 
 async fn write_group<T: Transport>(
