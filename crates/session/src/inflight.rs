@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
+use futures::future::Either;
 use futures::stream::FuturesUnordered;
 use futures::task::AtomicWaker;
 use futures::StreamExt;
@@ -27,8 +28,8 @@ use crate::stop::Stop;
 
 /// The group sends of one subscription, at most `max` at once. Each send resolves to its
 /// group's sequence.
-pub(crate) struct InFlight<F> {
-    sends: FuturesUnordered<F>,
+pub(crate) struct InFlight<F: Future> {
+    sends: FutureSet<F>,
     /// The sends not yet resolved, oldest first.
     order: VecDeque<(u64, Arc<Stop>)>,
     max: usize,
@@ -38,7 +39,7 @@ pub(crate) struct InFlight<F> {
 impl<F: Future<Output = u64>> InFlight<F> {
     pub(crate) fn new(max: usize) -> Self {
         InFlight {
-            sends: FuturesUnordered::new(),
+            sends: FutureSet::default(),
             order: VecDeque::new(),
             max: max.max(1),
             last_started: None,
@@ -79,16 +80,11 @@ impl<F: Future<Output = u64>> InFlight<F> {
     /// Drive the sends; ready with a sequence when its send resolves. Pending while none is
     /// in flight, so it can sit in a `select!` for the subscription's whole life.
     pub(crate) fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<u64> {
-        match self.sends.poll_next_unpin(cx) {
-            Poll::Ready(Some(sequence)) => {
-                if let Some(at) = self.order.iter().position(|(s, _)| *s == sequence) {
-                    self.order.remove(at);
-                }
-                Poll::Ready(sequence)
-            }
-            // Empty: a send started later is polled when the task next polls this.
-            Poll::Ready(None) | Poll::Pending => Poll::Pending,
+        let sequence = std::task::ready!(self.sends.poll_next(cx));
+        if let Some(at) = self.order.iter().position(|(s, _)| *s == sequence) {
+            self.order.remove(at);
         }
+        Poll::Ready(sequence)
     }
 
     pub(crate) async fn next(&mut self) -> u64 {
@@ -97,8 +93,56 @@ impl<F: Future<Output = u64>> InFlight<F> {
 
     /// Wait until every send resolved (completed, or reset after an abort).
     pub(crate) async fn drain(&mut self) {
-        while self.sends.next().await.is_some() {}
+        while !self.sends.is_empty() {
+            self.sends.next().await;
+        }
         self.order.clear();
+    }
+}
+
+/// Futures polled as one set by the task that owns it, each only when it woke.
+///
+/// A `FuturesUnordered` with one more member that never resolves: `FuturesUnordered` wakes
+/// its task again whenever one poll went through every member, which with a single member
+/// (one group in flight, one data stream open: the usual case) doubled the polls of every
+/// wake. The sentinel is polled once, so no later poll goes through every member.
+pub(crate) struct FutureSet<F: Future> {
+    set: FuturesUnordered<Either<F, std::future::Pending<F::Output>>>,
+    len: usize,
+}
+
+impl<F: Future> Default for FutureSet<F> {
+    fn default() -> Self {
+        let set = FuturesUnordered::new();
+        set.push(Either::Right(std::future::pending()));
+        FutureSet { set, len: 0 }
+    }
+}
+
+impl<F: Future> FutureSet<F> {
+    pub(crate) fn push(&mut self, future: F) {
+        self.set.push(Either::Left(future));
+        self.len += 1;
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The next output; pending while the set is empty.
+    pub(crate) fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<F::Output> {
+        match self.set.poll_next_unpin(cx) {
+            Poll::Ready(Some(output)) => {
+                self.len -= 1;
+                Poll::Ready(output)
+            }
+            // The sentinel never resolves, so the set is never exhausted.
+            Poll::Ready(None) | Poll::Pending => Poll::Pending,
+        }
+    }
+
+    pub(crate) async fn next(&mut self) -> F::Output {
+        poll_fn(|cx| self.poll_next(cx)).await
     }
 }
 
@@ -214,6 +258,35 @@ mod tests {
             })
             .is_ready());
         assert_eq!(ready, 2);
+    }
+
+    /// A set with one member in flight does not wake its task again after polling it (a
+    /// bare FuturesUnordered does, after a poll went through every member, so every wake cost
+    /// two polls).
+    #[test]
+    fn polling_the_one_member_that_woke_does_not_wake_the_task_again() {
+        let task = Arc::new(Flag::default());
+        let waker = Waker::from(task.clone());
+        let mut cx = Context::from_waker(&waker);
+        let parked: Arc<parking_lot::Mutex<Option<Waker>>> = Default::default();
+        let member = {
+            let parked = parked.clone();
+            poll_fn(move |cx| {
+                *parked.lock() = Some(cx.waker().clone());
+                Poll::<()>::Pending
+            })
+        };
+        let mut set = FutureSet::default();
+        set.push(member);
+        assert!(set.poll_next(&mut cx).is_pending());
+        for _ in 0..3 {
+            // The member wakes (so does the task), and is polled: no further wake.
+            parked.lock().take().unwrap().wake();
+            assert!(task.raised.swap(false, Ordering::SeqCst));
+            assert!(set.poll_next(&mut cx).is_pending());
+            assert!(!task.raised.load(Ordering::SeqCst));
+        }
+        assert!(!set.is_empty());
     }
 
     #[tokio::test]

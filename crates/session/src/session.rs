@@ -962,9 +962,7 @@ impl<T: Transport> Session<T> {
 /// datagrams, the session's end) is polled through a [`Gate`] only when it woke.
 async fn drive<T: Transport>(shared: Arc<Shared<T>>) {
     use futures::future::Either;
-    use futures::StreamExt;
     use std::future::{poll_fn, Future};
-    use std::task::Poll;
 
     // Each stream goes to its family's handler: the IETF drafts' or moq-lite's.
     let ietf = shared.ietf.is_some();
@@ -976,7 +974,7 @@ async fn drive<T: Transport>(shared: Arc<Shared<T>>) {
         let mut accept_uni = std::pin::pin!(transport.accept_uni());
         let mut datagram = std::pin::pin!(transport.recv_datagram());
         let mut gates: [Gate; 4] = Default::default();
-        let mut data = futures::stream::FuturesUnordered::new();
+        let mut data = crate::inflight::FutureSet::default();
         loop {
             let [cancel_gate, bi_gate, uni_gate, datagram_gate] = &mut gates;
             tokio::select! {
@@ -1003,10 +1001,7 @@ async fn drive<T: Transport>(shared: Arc<Shared<T>>) {
                     });
                 }
                 // Pending while no data stream is open; polled again once one is pushed.
-                _ = poll_fn(|cx| match data.poll_next_unpin(cx) {
-                    Poll::Ready(Some(())) => Poll::Ready(()),
-                    _ => Poll::Pending,
-                }) => {}
+                _ = data.next() => {}
                 received = poll_fn(|cx| datagram_gate.poll(cx, |cx| datagram.as_mut().poll(cx))), if datagrams => {
                     datagram.set(transport.recv_datagram());
                     match received {
