@@ -5,6 +5,7 @@
 #
 #   scripts/side-by-side.sh                 # PAIRS=3, every scenario
 #   PAIRS=5 SCENARIOS="fanout200 fanout200-ietf22 idle1000" scripts/side-by-side.sh
+#   PAIRS=1 SCENARIOS=fanout1000 scripts/side-by-side.sh   # 1 -> 1000, not in the default set
 #
 # Writes target/side-by-side/<time>/: one JSON summary per run under <scenario>/, the relay
 # logs, and report.md (machine, versions, commands and the tables).
@@ -60,6 +61,9 @@ scenario_args() {
         # 1 -> 200 subscribers, 30 fps x 1000-byte frames, 20 s (raw QUIC).
         fanout200) echo fanout --url "$URL" --subscribers 200 --tracks 1 --fps 30 \
             --frame-size 1000 --group-frames 30 --duration-secs 20 ;;
+        # 1 -> 1000 subscribers, the same stream (not in the default set: run it by name).
+        fanout1000) echo fanout --url "$URL" --subscribers 1000 --tracks 1 --fps 30 \
+            --frame-size 1000 --group-frames 30 --duration-secs 20 --connect-concurrency 64 ;;
         # The same on the IETF draft 22 (both relays serve it by default).
         fanout200-ietf22) echo fanout --url "$URL" --version moq-transport-22 --subscribers 200 \
             --tracks 1 --fps 30 --frame-size 1000 --group-frames 30 --duration-secs 20 ;;

@@ -8,7 +8,7 @@ use quinn::VarInt;
 
 /// QUIC transport settings shared by the server and the client. Defaults follow
 /// moq-tokio: 10 s idle timeout, 3 s keep-alive, up to 10 000 concurrent streams each way
-/// (granted as they are used, from 128: see [`crate::StreamLimits`]), a 64 MiB connection
+/// (granted as they are used, from 32: see [`crate::StreamLimits`]), a 64 MiB connection
 /// receive window, datagrams enabled.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QuicConfig {
@@ -41,7 +41,7 @@ impl Default for QuicConfig {
             keep_alive: Some(Duration::from_secs(3)),
             max_bidi_streams: 10_000,
             max_uni_streams: 10_000,
-            initial_streams: 128,
+            initial_streams: 32,
             receive_window: 64 << 20,
             stream_receive_window: 8 << 20,
             send_window: 64 << 20,

@@ -524,7 +524,7 @@ fn self_signed_certificate_is_short_lived_and_fingerprinted() {
 }
 
 /// A peer may hold far more streams open at once than the credit a connection starts with
-/// (128): the credit grows as they are accepted, on both bindings.
+/// (32): the credit grows as they are accepted, on both bindings.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stream_credit_grows_with_streams_held_open() {
     const OPEN: usize = 1000;

@@ -14,6 +14,7 @@
 
 use std::collections::VecDeque;
 use std::future::{poll_fn, Future};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
@@ -106,8 +107,13 @@ impl<F: Future<Output = u64>> InFlight<F> {
 /// its task again whenever one poll went through every member, which with a single member
 /// (one group in flight, one data stream open: the usual case) doubled the polls of every
 /// wake. The sentinel is polled once, so no later poll goes through every member.
+///
+/// Members are boxed: a `FuturesUnordered` keeps a stub node (and here the sentinel) the size
+/// of its member type, which for a group send is over a kilobyte per subscription and per
+/// session, held while idle. Boxed, the set costs a few hundred bytes, and a member one more
+/// allocation.
 pub(crate) struct FutureSet<F: Future> {
-    set: FuturesUnordered<Either<F, std::future::Pending<F::Output>>>,
+    set: FuturesUnordered<Either<Pin<Box<F>>, std::future::Pending<F::Output>>>,
     len: usize,
 }
 
@@ -121,7 +127,7 @@ impl<F: Future> Default for FutureSet<F> {
 
 impl<F: Future> FutureSet<F> {
     pub(crate) fn push(&mut self, future: F) {
-        self.set.push(Either::Left(future));
+        self.set.push(Either::Left(Box::pin(future)));
         self.len += 1;
     }
 
