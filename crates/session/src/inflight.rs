@@ -113,9 +113,12 @@ impl<F: Future<Output = u64>> InFlight<F> {
 /// session, held while idle. Boxed, the set costs a few hundred bytes, and a member one more
 /// allocation.
 pub(crate) struct FutureSet<F: Future> {
-    set: FuturesUnordered<Either<Pin<Box<F>>, std::future::Pending<F::Output>>>,
+    set: FuturesUnordered<Member<F>>,
     len: usize,
 }
+
+/// A boxed member, or the sentinel.
+type Member<F> = Either<Pin<Box<F>>, std::future::Pending<<F as Future>::Output>>;
 
 impl<F: Future> Default for FutureSet<F> {
     fn default() -> Self {
