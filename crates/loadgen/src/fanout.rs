@@ -40,6 +40,10 @@ pub struct FanoutArgs {
     /// QUIC), ws:// or wss:// (WebSocket), tcp:// (plaintext QMux).
     #[arg(long)]
     pub url: Url,
+    /// The subscribers' relay, when not --url's (the far end of a relay chain, the publisher
+    /// on --url); the broadcast path is the same on both.
+    #[arg(long)]
+    pub subscriber_url: Option<Url>,
     /// Subscriber connections.
     #[arg(long, default_value_t = 10)]
     pub subscribers: usize,
@@ -83,6 +87,7 @@ impl FanoutArgs {
     pub fn new(url: Url) -> Self {
         FanoutArgs {
             url,
+            subscriber_url: None,
             subscribers: 10,
             tracks: 1,
             fps: 30.0,
@@ -186,7 +191,10 @@ async fn run_until(
 
     let (last_tx, last_rx) = watch::channel(None::<u64>);
     let plan = Arc::new(Plan {
-        url: args.url.clone(),
+        url: args
+            .subscriber_url
+            .clone()
+            .unwrap_or_else(|| args.url.clone()),
         path,
         tracks: args.tracks,
         dialer: dialer.clone(),
@@ -326,6 +334,7 @@ async fn run_until(
     }
     summary.config = serde_json::json!({
         "url": args.url.as_str(),
+        "subscriber_url": args.subscriber_url.as_ref().map(Url::as_str),
         "subscribers": args.subscribers,
         "tracks": args.tracks,
         "fps": args.fps,

@@ -267,6 +267,41 @@ async fn fanout_over_websocket_delivers_every_frame() {
     fanout_delivers_every_frame(ws).await;
 }
 
+/// A relay chain: the publisher on one relay, the subscribers on a relay that dials it as a
+/// cluster peer (`--subscriber-url`); every frame crosses both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fanout_across_a_relay_chain_delivers_every_frame() {
+    let first = start_relay().await;
+    let second = common::start_relay_with(starling_relay::RelayConfig {
+        cluster: starling_relay::ClusterConfig {
+            id: Some(2),
+            connect: vec![starling_relay::cluster::PeerEntry::parse(first.as_str()).unwrap()],
+            connect_tls: starling_net::TlsVerify::Disabled,
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .await;
+    let args = FanoutArgs {
+        subscriber_url: Some(second),
+        ..tiny_fanout(first)
+    };
+    let frames = args.frames();
+    let summary = within(
+        "the chained fanout run",
+        fanout::run(&args, &options(), std::future::pending()),
+    )
+    .await
+    .unwrap();
+    assert!(summary.errors.is_empty(), "{:?}", summary.errors);
+    assert_eq!(summary.frames.loss.received, 2 * frames);
+    assert_eq!(summary.frames.loss.lost, 0);
+    assert_eq!(
+        summary.config["subscriber_url"].as_str(),
+        args.subscriber_url.as_ref().map(Url::as_str)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_mixes_quic_websocket_and_http_clients() {
     let url = start_relay().await;
