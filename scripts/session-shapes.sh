@@ -5,17 +5,18 @@
 #
 #   scripts/session-shapes.sh                          # lite-06 and moq-transport-22
 #   VERSIONS="lite-06 lite-07" scripts/session-shapes.sh
-#   PROFILE=../other/target/release/examples/profile scripts/session-shapes.sh   # another build
+#   BUILDS="before=../before/target/release/examples/profile after=target/release/examples/profile" \
+#       scripts/session-shapes.sh                      # two builds, shape by shape
 #
-# One process per shape, one after another: CPU time per item as the loop measures it. On a
-# shared machine run it twice, or beside a second build, and read the ratios.
+# One process per shape and build, the builds one right after the other for each shape (so
+# a shared machine's drift hits them alike): CPU time per item as the loop measures it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VERSIONS=${VERSIONS:-"lite-06 moq-transport-22"}
-if [ -z "${PROFILE:-}" ]; then
+if [ -z "${BUILDS:-}" ]; then
     cargo build --release --locked -p starling-bench --example profile >&2
-    PROFILE=target/release/examples/profile
+    BUILDS="this=target/release/examples/profile"
 fi
 
 # name | profile arguments: relays (relay 0 plus the nodes), projects, tracks, ticks; or
@@ -38,8 +39,10 @@ SHAPES=(
 header="| shape |"
 rule="|---|"
 for version in $VERSIONS; do
-    header+=" $version |"
-    rule+="---:|"
+    for build in $BUILDS; do
+        header+=" $version, ${build%%=*} |"
+        rule+="---:|"
+    done
 done
 echo "$header"
 echo "$rule"
@@ -48,10 +51,12 @@ for shape in "${SHAPES[@]}"; do
     args=${shape#*|}
     row="| $name |"
     for version in $VERSIONS; do
-        # shellcheck disable=SC2086
-        ns=$(STARLING_BENCH_VERSION=$version "$PROFILE" $args |
-            sed -n 's/^\(ticks\|frames\).*cpu \([0-9]*\) ns per item/\2/p')
-        row+=" ${ns:-?} |"
+        for build in $BUILDS; do
+            # shellcheck disable=SC2086
+            ns=$(STARLING_BENCH_VERSION=$version "${build#*=}" $args |
+                sed -n 's/^\(ticks\|frames\).*cpu \([0-9]*\) ns per item/\2/p')
+            row+=" ${ns:-?} |"
+        done
     done
     echo "$row"
 done
