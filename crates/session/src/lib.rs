@@ -10,6 +10,8 @@ mod budget;
 mod config;
 mod error;
 mod frames;
+mod future_set;
+mod gate;
 mod ietf;
 mod inflight;
 mod publisher;

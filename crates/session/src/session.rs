@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use crate::budget::{Rank, RecvBudget};
 use crate::config::SessionConfig;
 use crate::error::Error;
-use crate::inflight::Gate;
+use crate::gate::Gate;
 use crate::reader::Reader;
 use crate::stop::Stop;
 use crate::writer::Writer;
@@ -974,7 +974,7 @@ async fn drive<T: Transport>(shared: Arc<Shared<T>>) {
         let mut accept_uni = std::pin::pin!(transport.accept_uni());
         let mut datagram = std::pin::pin!(transport.recv_datagram());
         let mut gates: [Gate; 4] = Default::default();
-        let mut data = crate::inflight::FutureSet::default();
+        let mut data = crate::future_set::FutureSet::default();
         loop {
             let [cancel_gate, bi_gate, uni_gate, datagram_gate] = &mut gates;
             tokio::select! {

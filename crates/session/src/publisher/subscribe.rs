@@ -22,7 +22,8 @@ use starling_transport::Transport;
 
 use crate::error::Error;
 use crate::frames::FrameWriter;
-use crate::inflight::{Gate, InFlight};
+use crate::gate::Gate;
+use crate::inflight::InFlight;
 use crate::reader::Reader;
 use crate::session::Shared;
 use crate::writer::Writer;

@@ -1,0 +1,136 @@
+//! Polling one of a task's sources only when that source woke the task.
+//!
+//! A task that waits on several things (a subscription on its control stream, its track and
+//! its group sends; a session's accept loop on its accepts and its data streams) is woken by
+//! any of them, and a `select!` then polls them all: a lock or a stream poll per wake for
+//! sources that had nothing to say. A [`Gate`] gives a source a waker of its own that raises
+//! a flag before waking the task, and polls the source only when its flag is up.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+
+use futures::task::AtomicWaker;
+
+/// A flag raised by its own waker, which also wakes the task that last polled the gate.
+#[derive(Default)]
+pub(crate) struct Flag {
+    raised: AtomicBool,
+    task: AtomicWaker,
+}
+
+impl Wake for Flag {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.raised.store(true, Ordering::Release);
+        self.task.wake();
+    }
+}
+
+/// Polls one source of a task (a control stream, a track, the session's cancellation) only
+/// when the source woke it, or when the source has not been parked yet.
+pub(crate) struct Gate {
+    flag: Arc<Flag>,
+    waker: Waker,
+    /// The source returned pending and has not woken since.
+    parked: bool,
+    /// The task waker the flag holds, while it holds one.
+    task: Option<Waker>,
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        let flag = Arc::new(Flag::default());
+        Gate {
+            waker: Waker::from(flag.clone()),
+            flag,
+            parked: false,
+            task: None,
+        }
+    }
+}
+
+impl Gate {
+    /// Poll the source through the gate. The source must register any wake it needs with the
+    /// context it is given (the gate's own waker), as any poll function does.
+    ///
+    /// A parked, silent source costs one atomic load: the flag still holds the task's waker
+    /// (only a wake takes it, and a wake raises the flag first), so it is registered again
+    /// only after a wake or when the task's waker changed.
+    pub(crate) fn poll<R>(
+        &mut self,
+        cx: &mut Context<'_>,
+        source: impl FnOnce(&mut Context<'_>) -> Poll<R>,
+    ) -> Poll<R> {
+        let raised = self.flag.raised.load(Ordering::Acquire)
+            && self.flag.raised.swap(false, Ordering::AcqRel);
+        if raised || !self.task.as_ref().is_some_and(|t| t.will_wake(cx.waker())) {
+            self.flag.task.register(cx.waker());
+            self.task = Some(cx.waker().clone());
+        }
+        if self.parked && !raised {
+            return Poll::Pending;
+        }
+        let result = source(&mut Context::from_waker(&self.waker));
+        self.parked = result.is_pending();
+        result
+    }
+}
+
+#[cfg(test)]
+impl Flag {
+    /// Whether the flag was raised since the last call (tests use a flag as a task's waker).
+    pub(crate) fn take_raised(&self) -> bool {
+        self.raised.swap(false, Ordering::SeqCst)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gated_source_is_polled_only_after_its_own_wake() {
+        // The task polling the gate: a flag of its own, raised when it is woken.
+        let task = Arc::new(Flag::default());
+        let waker = Waker::from(task.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut gate = Gate::default();
+        let polls = std::cell::Cell::new(0);
+        let parked: std::cell::RefCell<Option<Waker>> = Default::default();
+        let source = |cx: &mut Context<'_>| {
+            polls.set(polls.get() + 1);
+            *parked.borrow_mut() = Some(cx.waker().clone());
+            Poll::<()>::Pending
+        };
+        // First poll reaches the source; the next ones (woken for something else) do not.
+        assert!(gate.poll(&mut cx, source).is_pending());
+        assert!(gate.poll(&mut cx, source).is_pending());
+        assert!(gate.poll(&mut cx, source).is_pending());
+        assert_eq!(polls.get(), 1);
+        // The source's wake reaches the task and lets the next poll through.
+        parked.borrow_mut().take().unwrap().wake();
+        assert!(task.take_raised());
+        assert!(gate.poll(&mut cx, source).is_pending());
+        assert_eq!(polls.get(), 2);
+        // A source that is ready is polled again next time (it may have more).
+        parked.borrow_mut().take().unwrap().wake();
+        let mut ready = 0;
+        assert!(gate
+            .poll(&mut cx, |_| {
+                ready += 1;
+                Poll::Ready(())
+            })
+            .is_ready());
+        assert!(gate
+            .poll(&mut cx, |_| {
+                ready += 1;
+                Poll::Ready(())
+            })
+            .is_ready());
+        assert_eq!(ready, 2);
+    }
+}
