@@ -12,8 +12,6 @@
 # chain length, and the added p50 per hop).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# shellcheck source=lib/relay-ready.sh
-. scripts/lib/relay-ready.sh
 
 HOPS=${HOPS:-3}
 PAIRS=${PAIRS:-2}
@@ -23,62 +21,24 @@ DURATION=${DURATION:-15}
 OUT=${OUT:-target/hop-latency/$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$OUT"
 
-scripts/install-peers.sh
-CACHE="${STARLING_CACHE:-$HOME/.cache/starling}"
-MOQ_RELAY="${STARLING_MOQ_RELAY:-$CACHE/moq-relay-0.17.10/bin/moq-relay}"
-cargo build --release --locked -p starling -p starling-loadgen
-STARLING=target/release/starling
-LOAD=target/release/starling-load
-
-PIDS=()
-
-# Relay $2 of kind $1 on UDP/TCP port PORT+$2, dialing relay $2-1 unless it is relay 0.
-start_one() {
-    local kind=$1 index=$2 port=$((PORT + $2)) log="$OUT/$1-$2.log"
-    local dial=()
-    if [ "$index" -gt 0 ]; then
-        dial=(--cluster-connect "moqt://localhost:$((port - 1))/" --connect-tls-insecure)
-    fi
-    case $kind in
-        starling)
-            "$STARLING" relay --bind "127.0.0.1:$port" --tls-generate localhost \
-                --internal-listen off --log warn --cluster-id $((100 + index)) \
-                "${dial[@]}" >>"$log" 2>&1 &
-            ;;
-        moq-relay)
-            "$MOQ_RELAY" --listen "127.0.0.1:$port" --listen-tls-generate localhost \
-                --web-http-listen "127.0.0.1:$port" --auth-public '**' \
-                --cluster-id $((100 + index)) "${dial[@]}" \
-                --log-level warn >>"$log" 2>&1 &
-            ;;
-    esac
-    PIDS+=("$!")
-    wait_ready "$kind relay $index" "$port" "$!" "$log"
-}
-
-stop_chain() {
-    for pid in "${PIDS[@]}"; do
-        kill -TERM "$pid" 2>/dev/null || true
-    done
-    for pid in "${PIDS[@]}"; do
-        wait "$pid" 2>/dev/null || true
-    done
-    PIDS=()
-}
-trap stop_chain EXIT
+# shellcheck source=lib/relays.sh
+. scripts/lib/relays.sh
+trap stop_relays EXIT
 
 for pair in $(seq 1 "$PAIRS"); do
     for hops in $(seq 1 "$HOPS"); do
         for kind in starling moq-relay; do
-            for index in $(seq 0 $((hops - 1))); do
-                start_one "$kind" "$index"
+            # Relay 0, then each next one dialing the one before it.
+            start_relay "$kind" 0
+            for index in $(seq 1 $((hops - 1))); do
+                start_relay "$kind" "$index" $((PORT + index - 1))
             done
             "$LOAD" fanout --url "moqt://localhost:$PORT/" \
                 --subscriber-url "moqt://localhost:$((PORT + hops - 1))/" \
                 --subscribers "$SUBSCRIBERS" --tracks 1 --fps 30 --frame-size 1000 \
                 --group-frames 30 --duration-secs "$DURATION" --tls-disable-verify --no-progress \
                 --json "$OUT/$kind-$hops-$pair.json" >"$OUT/$kind-$hops-$pair.txt"
-            stop_chain
+            stop_relays
             echo "pair $pair: $kind chain of $hops done"
         done
     done

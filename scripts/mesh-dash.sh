@@ -13,8 +13,6 @@
 # report.md (machine, versions, command, table).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# shellcheck source=lib/relay-ready.sh
-. scripts/lib/relay-ready.sh
 
 RELAYS=${RELAYS:-4}
 PAIRS=${PAIRS:-2}
@@ -25,58 +23,18 @@ TICKS=${TICKS:-20}
 OUT=${OUT:-target/mesh-dash/$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$OUT/dash"
 
-scripts/install-peers.sh
-CACHE="${STARLING_CACHE:-$HOME/.cache/starling}"
-MOQ_RELAY="${STARLING_MOQ_RELAY:-$CACHE/moq-relay-0.17.10/bin/moq-relay}"
-cargo build --release --locked -p starling -p starling-loadgen
-STARLING=target/release/starling
-LOAD=target/release/starling-load
+# shellcheck source=lib/relays.sh
+. scripts/lib/relays.sh
 
-PIDS=()
-
-# Relay $2 of kind $1 on UDP/TCP port PORT+$2, cluster id 100+$2, dialing relay 0 unless it
-# is relay 0; certificates are self-signed and dials do not check them (loopback only).
-start_one() {
-    local kind=$1 index=$2 port=$((PORT + $2)) log="$OUT/$1-$2.log"
-    local dial=()
-    if [ "$index" -gt 0 ]; then
-        dial=(--cluster-connect "moqt://localhost:$PORT/" --connect-tls-insecure)
-    fi
-    case $kind in
-        starling)
-            "$STARLING" relay --bind "127.0.0.1:$port" --tls-generate localhost \
-                --internal-listen off --log warn --cluster-id $((100 + index)) \
-                "${dial[@]}" >>"$log" 2>&1 &
-            ;;
-        moq-relay)
-            "$MOQ_RELAY" --listen "127.0.0.1:$port" --listen-tls-generate localhost \
-                --web-http-listen "127.0.0.1:$port" --auth-public '**' \
-                --cluster-id $((100 + index)) "${dial[@]}" \
-                --log-level warn >>"$log" 2>&1 &
-            ;;
-    esac
-    local pid=$!
-    PIDS+=("$pid")
-    wait_ready "$kind relay $index" "$port" "$pid" "$log"
-}
-
+# Relay 0, then relays 1.. each dialing relay 0.
 start_mesh() {
     PIDS=()
-    for index in $(seq 0 $((RELAYS - 1))); do
-        start_one "$1" "$index"
+    start_relay "$1" 0
+    for index in $(seq 1 $((RELAYS - 1))); do
+        start_relay "$1" "$index" "$PORT"
     done
 }
-
-stop_mesh() {
-    for pid in "${PIDS[@]}"; do
-        kill -TERM "$pid" 2>/dev/null || true
-    done
-    for pid in "${PIDS[@]}"; do
-        wait "$pid" 2>/dev/null || true
-    done
-    PIDS=()
-}
-trap stop_mesh EXIT
+trap stop_relays EXIT
 
 dash_args() {
     local args=(dash)
@@ -101,7 +59,7 @@ for pair in $(seq 1 "$PAIRS"); do
         # shellcheck disable=SC2046
         "$LOAD" $(dash_args) --tls-disable-verify --no-progress "${pid_args[@]}" \
             --json "$OUT/dash/$kind-$pair.json" >"$OUT/dash/$kind-$pair.txt"
-        stop_mesh
+        stop_relays
         echo "dash pair $pair: $kind mesh done"
     done
 done

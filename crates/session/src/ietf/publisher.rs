@@ -6,9 +6,10 @@
 //! object, its head by the joining FETCH (14-19) or the fill (20 on) the subscriber asks for,
 //! as moq-net serves them. Otherwise a subscription starts at the first object of the latest
 //! group (or its filter's start group), reported with no Largest.
-//! Groups go out one stream each, driven from the subscription's task, a bounded number in flight (the oldest
-//! is reset past it, as on lite); a finished track ends with an END_OF_TRACK stream and
-//! PUBLISH_DONE counting every stream. A FETCH is served for one cached group.
+//! Groups go out one stream each, driven from the subscription's task, a bounded number in
+//! flight (the oldest is reset past it, as on lite); a finished track ends with an
+//! END_OF_TRACK stream and PUBLISH_DONE counting every stream. A FETCH is served for one
+//! cached group.
 
 use std::future::{poll_fn, Future};
 use std::sync::atomic::{AtomicU64, Ordering};
