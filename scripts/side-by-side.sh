@@ -20,12 +20,8 @@ SCENARIOS=${SCENARIOS:-"fanout200 fanout200-ietf22 burst2000 burstmix idle1000"}
 OUT=${OUT:-target/side-by-side/$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$OUT"
 
-scripts/install-peers.sh
-CACHE="${STARLING_CACHE:-$HOME/.cache/starling}"
-MOQ_RELAY="${STARLING_MOQ_RELAY:-$CACHE/moq-relay-0.17.10/bin/moq-relay}"
-cargo build --release --locked -p starling -p starling-loadgen
-STARLING=target/release/starling
-LOAD=target/release/starling-load
+# shellcheck source=lib/peers.sh
+. scripts/lib/peers.sh
 
 # Both relays: raw QUIC and WebTransport on UDP $PORT, HTTP and WebSocket on TCP $PORT,
 # a self-signed certificate for localhost, anonymous access, quiet logs.

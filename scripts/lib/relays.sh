@@ -4,13 +4,8 @@
 # shellcheck source=relay-ready.sh
 . scripts/lib/relay-ready.sh
 
-# moq-relay through scripts/install-peers.sh, Starling and the load generator built here.
-scripts/install-peers.sh
-CACHE="${STARLING_CACHE:-$HOME/.cache/starling}"
-MOQ_RELAY="${STARLING_MOQ_RELAY:-$CACHE/moq-relay-0.17.10/bin/moq-relay}"
-cargo build --release --locked -p starling -p starling-loadgen
-STARLING=target/release/starling
-LOAD=target/release/starling-load
+# shellcheck source=peers.sh
+. scripts/lib/peers.sh
 
 PIDS=()
 
