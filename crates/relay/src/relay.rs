@@ -475,6 +475,9 @@ impl From<QmuxAccepted> for Incoming<QmuxTransport> {
 }
 
 impl Inner {
+    /// The handshake, admission and start are boxed: they run once, and the task that then
+    /// holds the session for its whole life keeps only what it needs for that (an idle
+    /// session's task was 8 KiB, the size of its largest step).
     async fn serve<T: Transport>(self: Arc<Self>, mut accepted: Incoming<T>) {
         // The admission slot is given back when this returns: the session has ended.
         let _ticket = accepted.ticket.take();
@@ -489,12 +492,12 @@ impl Inner {
                 Some(Protocol::Lite(version))
                     if self.config.versions.contains(&Protocol::Lite(version)) =>
                 {
-                    Accepting::new(accepted.transport, version, timeout).await
+                    Box::pin(Accepting::new(accepted.transport, version, timeout)).await
                 }
                 Some(Protocol::Ietf(draft))
                     if self.config.versions.contains(&Protocol::Ietf(draft)) =>
                 {
-                    Accepting::ietf(accepted.transport, draft, timeout).await
+                    Box::pin(Accepting::ietf(accepted.transport, draft, timeout)).await
                 }
                 _ => {
                     accepted.transport.close(
@@ -507,7 +510,7 @@ impl Inner {
             },
             _ => {
                 let lite = Protocol::lite(&self.config.versions);
-                Accepting::legacy(accepted.transport, &lite, timeout).await
+                Box::pin(Accepting::legacy(accepted.transport, &lite, timeout)).await
             }
         };
         let accepting: Accepting<T> = match handshake {
@@ -548,7 +551,7 @@ impl Inner {
         facts.local = accepted.local;
         facts.server_name = accepted.server_name.clone();
         facts.alpn = accepted.protocol.clone();
-        let admitted = match self.authority.admit(facts).await {
+        let admitted = match Box::pin(self.authority.admit(facts)).await {
             Ok(admitted) => admitted,
             Err(err) => {
                 tracing::info!(%remote, %err, "session refused");
@@ -589,7 +592,7 @@ impl Inner {
         if grant.publish {
             config.consume = Some(self.origin.clone());
         }
-        let session = match accepting.start(config).await {
+        let session = match Box::pin(accepting.start(config)).await {
             Ok(session) => session,
             Err(err) => {
                 tracing::debug!(%remote, %err, "session start failed");

@@ -1074,10 +1074,15 @@ async fn handle_bi<T: Transport>(shared: Arc<Shared<T>>, send: T::Send, recv: T:
     };
     reader.set_rank(Rank::Control);
     let result = match kind {
-        BidiType::Announce => publisher::announce(&shared, &mut reader, &mut writer).await,
-        BidiType::Subscribe => publisher::subscribe(&shared, &mut reader, &mut writer).await,
-        BidiType::Track => publisher::track(&shared, &mut reader, &mut writer).await,
-        BidiType::Fetch => publisher::fetch(&shared, &mut reader, &mut writer).await,
+        // Boxed: a request stream's task holds only its own kind's state, not the largest.
+        BidiType::Announce => {
+            Box::pin(publisher::announce(&shared, &mut reader, &mut writer)).await
+        }
+        BidiType::Subscribe => {
+            Box::pin(publisher::subscribe(&shared, &mut reader, &mut writer)).await
+        }
+        BidiType::Track => Box::pin(publisher::track(&shared, &mut reader, &mut writer)).await,
+        BidiType::Fetch => Box::pin(publisher::fetch(&shared, &mut reader, &mut writer)).await,
         BidiType::Probe | BidiType::Goaway => {
             publisher::hold(&shared, kind, &mut reader, &mut writer).await
         }
