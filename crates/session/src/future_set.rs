@@ -20,8 +20,8 @@ use futures::StreamExt;
 /// session, held while idle. Boxed, the set costs a few hundred bytes, and a member one more
 /// allocation.
 pub(crate) struct FutureSet<F: Future> {
+    /// The members and the sentinel.
     set: FuturesUnordered<Member<F>>,
-    len: usize,
 }
 
 /// A boxed member, or the sentinel.
@@ -31,27 +31,24 @@ impl<F: Future> Default for FutureSet<F> {
     fn default() -> Self {
         let set = FuturesUnordered::new();
         set.push(Either::Right(std::future::pending()));
-        FutureSet { set, len: 0 }
+        FutureSet { set }
     }
 }
 
 impl<F: Future> FutureSet<F> {
     pub(crate) fn push(&mut self, future: F) {
         self.set.push(Either::Left(Box::pin(future)));
-        self.len += 1;
     }
 
+    /// No member but the sentinel.
     pub(crate) fn is_empty(&self) -> bool {
-        self.len == 0
+        self.set.len() == 1
     }
 
     /// The next output; pending while the set is empty.
     pub(crate) fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<F::Output> {
         match self.set.poll_next_unpin(cx) {
-            Poll::Ready(Some(output)) => {
-                self.len -= 1;
-                Poll::Ready(output)
-            }
+            Poll::Ready(Some(output)) => Poll::Ready(output),
             // The sentinel never resolves, so the set is never exhausted.
             Poll::Ready(None) | Poll::Pending => Poll::Pending,
         }

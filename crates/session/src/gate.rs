@@ -6,6 +6,8 @@
 //! sources that had nothing to say. A [`Gate`] gives a source a waker of its own that raises
 //! a flag before waking the task, and polls the source only when its flag is up.
 
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
@@ -77,6 +79,23 @@ impl Gate {
         let result = source(&mut Context::from_waker(&self.waker));
         self.parked = result.is_pending();
         result
+    }
+
+    /// A poll function through the gate, as a future (a `select!` branch).
+    pub(crate) fn wait<'a, R>(
+        &'a mut self,
+        mut source: impl FnMut(&mut Context<'_>) -> Poll<R> + 'a,
+    ) -> impl Future<Output = R> + 'a {
+        poll_fn(move |cx| self.poll(cx, &mut source))
+    }
+
+    /// A pinned future through the gate, as a future (a `select!` branch). The future must
+    /// live across calls, as a gated source is not polled again until it wakes.
+    pub(crate) fn future<'a, F: Future>(
+        &'a mut self,
+        mut future: Pin<&'a mut F>,
+    ) -> impl Future<Output = F::Output> + 'a {
+        self.wait(move |cx| future.as_mut().poll(cx))
     }
 }
 

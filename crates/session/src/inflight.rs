@@ -89,9 +89,8 @@ impl<F: Future<Output = u64>> InFlight<F> {
     /// Wait until every send resolved (completed, or reset after an abort).
     pub(crate) async fn drain(&mut self) {
         while !self.sends.is_empty() {
-            self.sends.next().await;
+            self.next().await;
         }
-        self.order.clear();
     }
 }
 

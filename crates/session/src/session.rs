@@ -200,16 +200,13 @@ impl<T: Transport> Shared<T> {
         tokio::spawn(async move {
             // The cancellation is polled only when it fired, not on each of the task's wakes
             // (a subscription wakes once per frame).
-            let mut cancelled = std::pin::pin!(cancel.cancelled_owned());
+            let cancelled = std::pin::pin!(cancel.cancelled_owned());
             let mut gate = Gate::default();
-            let mut task = std::pin::pin!(task);
-            std::future::poll_fn(|cx| {
-                if std::future::Future::poll(task.as_mut(), cx).is_ready() {
-                    return std::task::Poll::Ready(());
-                }
-                gate.poll(cx, |cx| std::future::Future::poll(cancelled.as_mut(), cx))
-            })
-            .await
+            tokio::select! {
+                biased;
+                _ = task => {}
+                _ = gate.future(cancelled) => {}
+            }
         });
     }
 
@@ -962,7 +959,6 @@ impl<T: Transport> Session<T> {
 /// datagrams, the session's end) is polled through a [`Gate`] only when it woke.
 async fn drive<T: Transport>(shared: Arc<Shared<T>>) {
     use futures::future::Either;
-    use std::future::{poll_fn, Future};
 
     // Each stream goes to its family's handler: the IETF drafts' or moq-lite's.
     let ietf = shared.ietf.is_some();
@@ -979,8 +975,8 @@ async fn drive<T: Transport>(shared: Arc<Shared<T>>) {
             let [cancel_gate, bi_gate, uni_gate, datagram_gate] = &mut gates;
             tokio::select! {
                 biased;
-                _ = poll_fn(|cx| cancel_gate.poll(cx, |cx| cancelled.as_mut().poll(cx))) => return Ok(()),
-                bi = poll_fn(|cx| bi_gate.poll(cx, |cx| accept_bi.as_mut().poll(cx))) => {
+                _ = cancel_gate.future(cancelled.as_mut()) => return Ok(()),
+                bi = bi_gate.future(accept_bi.as_mut()) => {
                     accept_bi.set(transport.accept_bi());
                     let (send, recv) = bi?;
                     let task = shared.clone();
@@ -990,7 +986,7 @@ async fn drive<T: Transport>(shared: Arc<Shared<T>>) {
                         shared.spawn(handle_bi(task, send, recv));
                     }
                 }
-                uni = poll_fn(|cx| uni_gate.poll(cx, |cx| accept_uni.as_mut().poll(cx))) => {
+                uni = uni_gate.future(accept_uni.as_mut()) => {
                     accept_uni.set(transport.accept_uni());
                     let recv = uni?;
                     let task = shared.clone();
@@ -1002,7 +998,7 @@ async fn drive<T: Transport>(shared: Arc<Shared<T>>) {
                 }
                 // Pending while no data stream is open; polled again once one is pushed.
                 _ = data.next() => {}
-                received = poll_fn(|cx| datagram_gate.poll(cx, |cx| datagram.as_mut().poll(cx))), if datagrams => {
+                received = datagram_gate.future(datagram.as_mut()), if datagrams => {
                     datagram.set(transport.recv_datagram());
                     match received {
                         Ok(received) if ietf => crate::ietf::datagram(&shared, received)?,

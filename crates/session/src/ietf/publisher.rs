@@ -11,7 +11,7 @@
 //! END_OF_TRACK stream and PUBLISH_DONE counting every stream. A FETCH is served for one
 //! cached group.
 
-use std::future::{poll_fn, Future};
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -260,7 +260,7 @@ pub(crate) async fn subscribe<T: Transport>(
     let outcome: Result<Option<u64>, (u64, Error)> = loop {
         tokio::select! {
             biased;
-            (request, event) = poll_fn(|cx| control_gate.poll(cx, |cx| control.as_mut().poll(cx))) => {
+            (request, event) = control_gate.future(control.as_mut()) => {
                 match event {
                     Ok(Some(Control::RequestUpdate(update))) => {
                         match priority_only(&update) {
@@ -303,7 +303,7 @@ pub(crate) async fn subscribe<T: Transport>(
                 }
                 control.set(recv_on(request));
             }
-            next = poll_fn(|cx| track_gate.poll(cx, |cx| track.poll_group(cx))) => match next {
+            next = track_gate.wait(|cx| track.poll_group(cx)) => match next {
                 Ok(Some(mut group)) => {
                     if let Some((sequence, head)) = tail_of.take() {
                         if group.sequence() == sequence {

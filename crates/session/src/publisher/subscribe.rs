@@ -9,7 +9,7 @@
 //! written is reset with the code it left with (OLD or EVICTED).
 
 use std::collections::VecDeque;
-use std::future::{poll_fn, Future};
+use std::future::poll_fn;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -289,7 +289,7 @@ async fn serve<T: Transport>(
     let outcome: Result<Option<u64>, Error> = loop {
         tokio::select! {
             biased;
-            (reader, update) = poll_fn(|cx| control_gate.poll(cx, |cx| control.as_mut().poll(cx))) => {
+            (reader, update) = control_gate.future(control.as_mut()) => {
                 control.set(update_on(reader, version, limits.max_control_message));
                 match update {
                     Ok(Some(update)) => {
@@ -312,7 +312,7 @@ async fn serve<T: Transport>(
                     Err(err) => break Err(err),
                 }
             }
-            next = poll_fn(|cx| track_gate.poll(cx, |cx| track.poll_group(cx))) => {
+            next = track_gate.wait(|cx| track.poll_group(cx)) => {
                 tracing::trace!(id = msg.id, next = ?next.as_ref().map(|g| g.as_ref().map(|g| g.sequence())), "subscription group");
                 match next {
                     Ok(Some(group)) => {
