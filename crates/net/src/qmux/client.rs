@@ -11,7 +11,7 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use url::Url;
 
 use super::carrier::{ByteCarrier, WsCarrier};
-use super::server::{QmuxBinding, MAX_WS_MESSAGE};
+use super::server::{QmuxBinding, MAX_WS_MESSAGE, WS_READ_BUFFER};
 use super::transport::QmuxTransport;
 use crate::client::TlsVerify;
 
@@ -119,7 +119,8 @@ async fn websocket(
         .insert(http::header::SEC_WEBSOCKET_PROTOCOL, value);
     let config = WebSocketConfig::default()
         .max_message_size(Some(MAX_WS_MESSAGE))
-        .max_frame_size(Some(MAX_WS_MESSAGE));
+        .max_frame_size(Some(MAX_WS_MESSAGE))
+        .read_buffer_size(WS_READ_BUFFER);
     let stream = dial(url).await?;
 
     let (transport, subprotocol) = if url.scheme() == "wss" {

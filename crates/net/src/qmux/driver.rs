@@ -33,17 +33,20 @@ pub(crate) struct Driver<C> {
 
 impl<C: Carrier> Driver<C> {
     pub(crate) fn spawn(shared: Arc<Shared>, carrier: C) {
+        tokio::spawn(Self::new(shared, carrier));
+    }
+
+    fn new(shared: Arc<Shared>, carrier: C) -> Self {
         let now = Instant::now();
         let next_ping = carrier.has_ping().then(|| now + WS_PING_INTERVAL);
-        let driver = Driver {
+        Driver {
             shared,
             carrier,
             timer: Box::pin(tokio::time::sleep_until(now)),
             next_ping,
             last_heard: now,
             ended: false,
-        };
-        tokio::spawn(driver);
+        }
     }
 
     /// Feed everything the carrier has; `Ready` when it ended.
@@ -61,16 +64,16 @@ impl<C: Carrier> Driver<C> {
                 Some(Ok(Inbound::Activity)) => {}
                 Some(Ok(Inbound::Close)) | None => {
                     inner.conn.handle_lost("the peer closed the carrier");
-                    inner.process();
+                    inner.dispatch();
                     return Poll::Ready(());
                 }
                 Some(Err(e)) => {
                     inner.conn.handle_lost(e);
-                    inner.process();
+                    inner.dispatch();
                     return Poll::Ready(());
                 }
             }
-            inner.process();
+            inner.dispatch();
         }
         cx.waker().wake_by_ref();
         Poll::Pending
@@ -93,7 +96,7 @@ impl<C: Carrier> Driver<C> {
             let record = {
                 let mut inner = self.shared.lock();
                 let record = inner.conn.poll_transmit(now.into_std());
-                inner.process();
+                inner.dispatch();
                 record
             };
             match record {
@@ -132,14 +135,14 @@ impl<C: Carrier> Future for Driver<C> {
                 if this.next_ping.is_some() && now >= this.last_heard + WS_TIMEOUT {
                     inner.conn.handle_lost("WebSocket keep-alive timeout");
                 }
-                inner.process();
+                inner.dispatch();
             }
 
             if !this.ended {
                 if let Err(e) = this.poll_outbound(cx) {
                     let mut inner = this.shared.lock();
                     inner.conn.handle_lost(e);
-                    inner.process();
+                    inner.dispatch();
                     this.ended = true;
                 }
             }
@@ -157,7 +160,7 @@ impl<C: Carrier> Future for Driver<C> {
                 let mut inner = this.shared.lock();
                 inner.conn.handle_lost("carrier ended");
                 inner.driver = None;
-                inner.process();
+                inner.dispatch();
                 return Poll::Ready(());
             }
 
@@ -181,5 +184,65 @@ impl<C: Carrier> Future for Driver<C> {
         }
         cx.waker().wake_by_ref();
         Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::{Wake, Waker};
+
+    use bytes::Bytes;
+    use starling_qmux::{Config, Connection, Framing, Side, WireVersion};
+
+    use super::*;
+
+    /// A carrier with nothing to read and room for everything written.
+    struct Quiet;
+
+    impl Carrier for Quiet {
+        fn poll_recv(&mut self, _: &mut Context<'_>) -> Poll<Option<Result<Inbound, String>>> {
+            Poll::Pending
+        }
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), String>> {
+            Poll::Ready(Ok(()))
+        }
+        fn start_send(&mut self, _: Bytes) -> Result<(), String> {
+            Ok(())
+        }
+        fn poll_flush(&mut self, _: &mut Context<'_>) -> Poll<Result<(), String>> {
+            Poll::Ready(Ok(()))
+        }
+        fn poll_close(&mut self, _: &mut Context<'_>) -> Poll<Result<(), String>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    #[derive(Default)]
+    struct Wakes(AtomicUsize);
+
+    impl Wake for Wakes {
+        fn wake(self: Arc<Self>) {
+            self.wake_by_ref();
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[tokio::test]
+    async fn an_idle_driver_does_not_wake_itself() {
+        let config = Config::new(WireVersion::Qmux01, Framing::Message, Side::Server);
+        let conn = Connection::new(config, Instant::now().into_std());
+        let mut driver = Driver::new(Shared::new(conn, None), Quiet);
+        let wakes = Arc::new(Wakes::default());
+        let waker = Waker::from(wakes.clone());
+        let mut cx = Context::from_waker(&waker);
+        // The first poll sends the connection's opening records; nothing else is due.
+        for _ in 0..2 {
+            assert!(Pin::new(&mut driver).poll(&mut cx).is_pending());
+        }
+        // Woken by its own poll, the driver would be polled again at once, forever.
+        assert_eq!(wakes.0.load(Ordering::Relaxed), 0, "the driver woke itself");
     }
 }

@@ -44,8 +44,18 @@ pub(crate) struct Inner {
 
 impl Inner {
     /// Wake whoever the connection's events concern, and the driver (there may be records
-    /// to send now).
+    /// to send now). For the streams' side; the driver itself calls [`Inner::dispatch`].
     pub(crate) fn process(&mut self) {
+        self.dispatch();
+        if let Some(driver) = &self.driver {
+            driver.wake_by_ref();
+        }
+    }
+
+    /// Wake whoever the connection's events concern. The driver calls this from its own
+    /// poll, which goes on to send what there is: waking itself there made every driver
+    /// poll schedule the next, a busy loop of one core per WebSocket or TCP session.
+    pub(crate) fn dispatch(&mut self) {
         while let Some(event) = self.conn.poll_event() {
             match event {
                 Event::Connected => {
@@ -75,9 +85,6 @@ impl Inner {
                     self.closed.wake();
                 }
             }
-        }
-        if let Some(driver) = &self.driver {
-            driver.wake_by_ref();
         }
     }
 
