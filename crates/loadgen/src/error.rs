@@ -2,6 +2,7 @@
 
 use starling_proto::PathError;
 
+use crate::community::access::AccessError;
 use crate::connect::ConnectError;
 use crate::http_fetch::FetchError;
 use crate::publisher::PublishError;
@@ -16,6 +17,8 @@ pub enum LoadError {
     Connect(#[from] ConnectError),
     #[error("publishing: {0}")]
     Publish(#[from] PublishError),
+    #[error("credentials: {0}")]
+    Access(#[from] AccessError),
     #[error("HTTP client: {0}")]
     Http(#[from] FetchError),
 }

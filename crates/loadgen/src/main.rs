@@ -9,7 +9,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use starling_loadgen::{burst, cdf, dash, fanout, RunOptions, Summary};
+use starling_loadgen::{burst, cdf, community, dash, fanout, RunOptions, Summary};
 
 #[derive(Parser, Debug)]
 #[command(name = "starling-load", version, about)]
@@ -31,6 +31,14 @@ enum Command {
     Burst {
         #[command(flatten)]
         args: burst::BurstArgs,
+        #[command(flatten)]
+        report: ReportArgs,
+    },
+    /// A chat community on a cold relay: members bursting in with history, live messages,
+    /// members-only channels, HTTP agents and members removed mid-run.
+    Community {
+        #[command(flatten)]
+        args: community::CommunityArgs,
         #[command(flatten)]
         report: ReportArgs,
     },
@@ -149,6 +157,10 @@ async fn main() -> anyhow::Result<()> {
         ),
         Command::Burst { args, report } => (
             burst::run(args, &report.options(), interrupted()).await?,
+            report,
+        ),
+        Command::Community { args, report } => (
+            community::run(args, &report.options(), interrupted()).await?,
             report,
         ),
         Command::Dash { args, report } => (

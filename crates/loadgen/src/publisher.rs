@@ -32,6 +32,8 @@ pub enum PublishError {
     Model(#[from] ModelError),
     #[error("frame: {0}")]
     Frame(#[from] FrameError),
+    #[error("path: {0}")]
+    Path(#[from] starling_proto::PathError),
 }
 
 /// The name of track `index`.

@@ -150,6 +150,9 @@ pub struct Summary {
     /// What idle subscribed sessions cost each relay (`fanout --idle-secs`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub idle: Vec<IdleMemory>,
+    /// What a `community` run adds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub community: Option<crate::community::CommunityReport>,
     /// The distributions behind `latency`, in display order (for the text and the CDF).
     #[serde(skip)]
     pub distributions: Vec<(String, Snapshot)>,
@@ -199,6 +202,7 @@ impl Summary {
             relays: Vec::new(),
             throughput_mib_s: None,
             idle: Vec::new(),
+            community: None,
             by_kind: BTreeMap::new(),
             ticks: Vec::new(),
             notes: Vec::new(),
@@ -338,6 +342,35 @@ impl fmt::Display for Summary {
                 mib(idle.idle_rss_bytes),
                 idle.bytes_per_session as f64 / 1024.0
             )?;
+        }
+        if let Some(community) = &self.community {
+            writeln!(
+                f,
+                "community      {} members, {} agents, {} channels; history {}/{} complete ({} older messages); removed {} closed of {}",
+                community.members,
+                community.agents,
+                community.channels,
+                community.history_complete,
+                community.history_owed,
+                community.history_older,
+                community.removed_closed,
+                community.removed
+            )?;
+            if let (Some(mean), Some(peak)) =
+                (community.relay_cores_mean, community.relay_cores_peak)
+            {
+                writeln!(f, "relay cores    mean {mean:.2}, busiest second {peak:.2}")?;
+            }
+            if let Some(bytes) = community.relay_rss_per_client_bytes {
+                writeln!(
+                    f,
+                    "relay RSS      {:.1} KiB per client",
+                    bytes as f64 / 1024.0
+                )?;
+            }
+            for (series, rate) in &community.access_per_second {
+                writeln!(f, "access         {series} {rate:.1}/s")?;
+            }
         }
         for relay in &self.relays {
             writeln!(

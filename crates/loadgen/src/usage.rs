@@ -11,8 +11,10 @@ use tokio::task::JoinHandle;
 
 use crate::proc::{read_cpu, read_memory, CpuTimes, ProcError};
 
-/// How often RSS is sampled during the window.
+/// How often RSS and CPU are sampled during the window.
 const SAMPLE_EVERY: Duration = Duration::from_millis(250);
+/// Samples per peak-CPU span (one second).
+const PEAK_SPAN: usize = 4;
 
 /// What a relay process used over the window.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -23,6 +25,8 @@ pub struct ProcessUsage {
     pub window_seconds: f64,
     /// `cpu_seconds / window_seconds`, in percent of one core.
     pub cpu_percent: f64,
+    /// The busiest second of the window (CPU sampled with the RSS), in percent of one core.
+    pub peak_cpu_percent: f64,
     /// `VmHWM` at the end: the peak resident set over the process's whole life.
     pub peak_rss_bytes: u64,
     /// The highest `VmRSS` sampled during the window.
@@ -35,6 +39,8 @@ pub struct UsageProbe {
     cpu: CpuTimes,
     started: Instant,
     max_rss: Arc<AtomicU64>,
+    /// The highest CPU rate over any [`PEAK_SPAN`] samples, as f64 bits (percent of a core).
+    peak_cpu: Arc<AtomicU64>,
     sampler: JoinHandle<()>,
 }
 
@@ -44,15 +50,32 @@ impl UsageProbe {
         let cpu = read_cpu(pid)?;
         let max_rss = Arc::new(AtomicU64::new(read_memory(pid)?.rss_bytes));
         let sampled = max_rss.clone();
+        let peak_cpu = Arc::new(AtomicU64::new(0f64.to_bits()));
+        let peak = peak_cpu.clone();
+        let first = cpu;
         let sampler = tokio::spawn(async move {
             let mut every = tokio::time::interval(SAMPLE_EVERY);
+            let mut recent = std::collections::VecDeque::from([(Instant::now(), first)]);
             loop {
                 every.tick().await;
-                match read_memory(pid) {
-                    Ok(memory) => {
+                match (read_memory(pid), read_cpu(pid)) {
+                    (Ok(memory), Ok(cpu)) => {
                         sampled.fetch_max(memory.rss_bytes, Ordering::Relaxed);
+                        let now = Instant::now();
+                        if recent.len() > PEAK_SPAN {
+                            recent.pop_front();
+                        }
+                        if let Some((at, then)) = recent.front() {
+                            let span = now.duration_since(*at).as_secs_f64();
+                            if recent.len() == PEAK_SPAN && span > 0.0 {
+                                let rate = cpu.seconds_since(then) / span * 100.0;
+                                let highest = f64::from_bits(peak.load(Ordering::Relaxed));
+                                peak.store(highest.max(rate).to_bits(), Ordering::Relaxed);
+                            }
+                        }
+                        recent.push_back((now, cpu));
                     }
-                    Err(_) => return,
+                    _ => return,
                 }
             }
         });
@@ -61,6 +84,7 @@ impl UsageProbe {
             cpu,
             started: Instant::now(),
             max_rss,
+            peak_cpu,
             sampler,
         })
     }
@@ -81,6 +105,7 @@ impl UsageProbe {
             } else {
                 0.0
             },
+            peak_cpu_percent: f64::from_bits(self.peak_cpu.load(Ordering::Relaxed)),
             peak_rss_bytes: memory.hwm_bytes,
             max_sampled_rss_bytes: max_rss,
         })

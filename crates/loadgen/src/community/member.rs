@@ -1,0 +1,207 @@
+//! One member: connect over QUIC or WebSocket with its token, ask for each of its channels
+//! (hearing the channel's announce, then subscribing with a max age that reaches back over
+//! the history), and read every channel until the run ends, all within the member's task.
+//!
+//! Recorded per channel: the answer (first message, from the ask), the history (every owed
+//! message, from the ask) and each live message's delivery (from when it was due). A member
+//! signed by the removable key expects the relay to close its session once the key is gone:
+//! the time from the removal to the close is the removal latency, and a session still open
+//! at the end is `removal_missed`.
+
+use std::sync::atomic::Ordering;
+
+use futures::stream::{FuturesUnordered, StreamExt};
+use starling_model::{GroupConsumer, Origin, StartAt};
+use starling_proto::{Path, Role, SessionCode};
+use starling_session::{Error as SessionError, SessionConfig};
+use starling_transport::TransportError;
+
+use super::history::ChannelHistory;
+use super::layout::{Channel, TRACK};
+use super::Plan;
+use crate::clock::Clock;
+use crate::frame::FrameHeader;
+use crate::recorder::Recorder;
+use crate::run::announced;
+
+/// Run member `i` from its start to the end of the run.
+pub(super) async fn member(i: usize, plan: &Plan) {
+    let kind = plan.mix[i % plan.mix.len()];
+    let recorder = &plan.recorders[kind.index()];
+    Recorder::bump(&recorder.attempted, 1);
+    let removable = plan.removal.is_removed(i);
+    let channels = plan.layout.channels_of(i);
+    let url = match &plan.credentials {
+        Some(credentials) => {
+            match credentials.member(&plan.layout.subscribe_patterns(i), removable) {
+                Ok(token) => plan.member_url(kind, Some(&token)),
+                Err(_) => return recorder.errors.count("token"),
+            }
+        }
+        None => plan.member_url(kind, None),
+    };
+    let started = plan.clock.now_ns();
+    let deadline = tokio::time::Instant::now() + plan.timeout;
+    let origin = Origin::new();
+    let mut config = SessionConfig::new(0);
+    config.consume = Some(origin.clone());
+    config.announce_prefixes = channels
+        .iter()
+        .filter_map(|c| Path::new(&c.path()).ok())
+        .collect();
+    let connected = tokio::select! {
+        connected = tokio::time::timeout_at(deadline, plan.dialer.connect(&url, Role::Subscriber, config)) => connected,
+        _ = plan.stop.stopped() => return,
+    };
+    let session = match connected {
+        Err(_) => return recorder.errors.count("connect_timeout"),
+        Ok(Err(err)) => return recorder.errors.count(&err.kind()),
+        Ok(Ok(session)) => session,
+    };
+    recorder.connect.record(plan.clock.now_ns() - started);
+    Recorder::bump(&recorder.connected, 1);
+
+    let reads = futures::future::join_all(
+        channels
+            .iter()
+            .map(|&channel| read_channel(plan, recorder, &origin, channel, deadline, removable)),
+    );
+    // Channels end early only when the session does (or the relay failed them): then wait
+    // for the session's end to learn why.
+    let closed = tokio::select! {
+        _ = reads => tokio::select! {
+            err = session.closed() => Some(err),
+            _ = plan.stop.stopped() => None,
+        },
+        _ = plan.stop.stopped() => None,
+        err = session.closed() => Some(err),
+    };
+    let removed_at = plan.removed_at_ns.load(Ordering::Acquire);
+    match closed {
+        Some(_) if removable && removed_at != 0 => {
+            plan.removal_latency
+                .record(plan.clock.now_ns().saturating_sub(removed_at));
+            Recorder::bump(&plan.removed_closed, 1);
+        }
+        Some(err) => recorder.errors.count(&close_kind(&err)),
+        None if removable && removed_at != 0 => recorder.errors.count("removal_missed"),
+        None => {}
+    }
+    session.close(SessionCode::NoError, "done");
+}
+
+/// A stable name for why a session ended under a member.
+fn close_kind(err: &SessionError) -> String {
+    match err {
+        SessionError::Transport(TransportError::ClosedByPeer { code, .. }) => {
+            format!("session_closed:{code}")
+        }
+        _ => "session_closed".into(),
+    }
+}
+
+/// Ask for `channel` and read it until the run ends.
+async fn read_channel(
+    plan: &Plan,
+    recorder: &Recorder,
+    origin: &Origin,
+    channel: Channel,
+    deadline: tokio::time::Instant,
+    removable: bool,
+) {
+    let asked = plan.clock.now_ns();
+    let mut history = ChannelHistory::new(plan.channels.sent(channel), plan.history);
+    if history.owed() > 0 {
+        Recorder::bump(&plan.history_owed, 1);
+    }
+    let Ok(path) = Path::new(&channel.path()) else {
+        return recorder.errors.count("channel_path");
+    };
+    let broadcast = match tokio::time::timeout_at(deadline, announced(origin, &path)).await {
+        Ok(Ok(broadcast)) => broadcast,
+        Ok(Err(_)) => return recorder.errors.count("announce_interest"),
+        Err(_) => return recorder.errors.count("timeout_announce"),
+    };
+    let start = StartAt {
+        max_age_ms: plan.reach.as_millis() as u64,
+        ..StartAt::default()
+    };
+    let mut track = match broadcast.subscribe_track(TRACK, start) {
+        Ok(track) => track,
+        Err(code) => {
+            return recorder
+                .errors
+                .count(&format!("subscribe_refused:{code:?}"))
+        }
+    };
+    let mut reading = FuturesUnordered::new();
+    let mut open = true;
+    let mut answered = false;
+    let first_deadline = tokio::time::sleep_until(deadline);
+    tokio::pin!(first_deadline);
+    while open || !reading.is_empty() {
+        tokio::select! {
+            next = track.next_group(), if open => match next {
+                Ok(Some(group)) => reading.push(read_message(group, &plan.clock)),
+                Ok(None) => open = false,
+                Err(code) => {
+                    // A removed member's channels end with its session: expected.
+                    if !(removable && plan.removed_at_ns.load(Ordering::Acquire) != 0) {
+                        recorder.errors.count(&format!("track_failed:{code:?}"));
+                    }
+                    open = false;
+                }
+            },
+            Some(message) = reading.next() => {
+                let (header, now) = match message {
+                    Ok(message) => message,
+                    Err(kind) => {
+                        recorder.errors.count(&kind);
+                        Recorder::bump(&recorder.groups_failed, 1);
+                        continue;
+                    }
+                };
+                Recorder::bump(&recorder.groups, 1);
+                let arrival = history.record(header.sequence);
+                if arrival.first {
+                    answered = true;
+                    recorder.first_frame.record(now.saturating_sub(asked));
+                }
+                if arrival.older {
+                    Recorder::bump(&plan.history_older, 1);
+                }
+                if arrival.completed_history {
+                    plan.history_latency.record(now.saturating_sub(asked));
+                    Recorder::bump(&plan.history_complete, 1);
+                }
+                if arrival.live {
+                    recorder.delivery.record(now.saturating_sub(header.scheduled_ns));
+                    Recorder::bump(&recorder.frames, 1);
+                    recorder.delivered_at(now);
+                }
+            }
+            _ = &mut first_deadline, if !answered => {
+                recorder.errors.count("timeout_first_group");
+                answered = true;
+            }
+        }
+    }
+}
+
+/// Read one message (a group of one frame): its header and arrival time, or the kind of
+/// failure.
+async fn read_message(
+    mut group: GroupConsumer,
+    clock: &Clock,
+) -> Result<(FrameHeader, u64), String> {
+    match group.next_frame().await {
+        Ok(Some(frame)) => {
+            let now = clock.now_ns();
+            FrameHeader::decode(&frame.payload)
+                .map(|header| (header, now))
+                .map_err(|err| err.kind().to_string())
+        }
+        Ok(None) => Err("group_empty".into()),
+        Err(code) => Err(format!("group_reset:{code:?}")),
+    }
+}
