@@ -824,11 +824,23 @@ impl TrackConsumer {
                 cursor
             }
         };
-        // What left the cache is skipped: the next cached group at or after the cursor.
+        // What left the cache is skipped: the next cached group at or after the cursor. A
+        // reader reaching back (a max age) also takes stragglers below its first group while
+        // they are within its reach: publishers send the newest group first, so a reader's
+        // history often arrives after the live edge it was first given.
+        let reach = self.reach(&state);
+        let floor = self.floor;
+        let start_floor = self.start.floor.unwrap_or(0);
         let next = state
             .groups
             .range(cursor..)
-            .find(|(_, cached)| cached.group.sequence() >= self.floor)
+            .find(|(_, cached)| {
+                let sequence = cached.group.sequence();
+                sequence >= floor
+                    || reach.is_some_and(|reach| {
+                        sequence >= start_floor && cached.start.is_none_or(|ts| ts >= reach)
+                    })
+            })
             .map(|(arrival, cached)| (*arrival, cached.group.clone()));
         if let Some((arrival, group)) = next {
             if !self.delivered_any {
@@ -849,6 +861,19 @@ impl TrackConsumer {
                 Poll::Pending
             }
         }
+    }
+
+    /// The oldest timestamp this reader still takes a straggler at: `None` for a reader of the
+    /// live edge; 0 (everything) while the track's info, and so its timescale, is unknown.
+    fn reach(&self, state: &TrackState) -> Option<u64> {
+        if self.start.latest || self.start.max_age_ms == 0 {
+            return None;
+        }
+        Some(state.info.map_or(0, |info| {
+            state
+                .newest_timestamp
+                .saturating_sub(StartAt::ticks(self.start.max_age_ms, info.timescale))
+        }))
     }
 
     pub async fn next_group(&mut self) -> Result<Option<GroupConsumer>, StreamCode> {

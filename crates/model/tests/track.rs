@@ -369,14 +369,18 @@ fn a_floor_is_never_crossed() {
     let _g12 = group_with(&t, 12, 12_000, 1);
     let _g10 = group_with(&t, 10, 10_000, 1); // a straggler, but at the floor
     let _g9 = group_with(&t, 9, 9000, 1);
+    // The live-edge reader never takes 10, below the first group it was given; the reader
+    // reaching back takes it (within its max age, at its floor) but never 9, below the floor.
     assert_eq!(ready(&mut ahead), [12]);
-    assert_eq!(ready(&mut ahead_aged), [12]);
+    assert_eq!(ready(&mut ahead_aged), [12, 10]);
 
     // A reader whose floor sits between cached groups.
     let mut mid = t.consume(start(60_000, Some(9)));
-    // It starts at 12, the first cached group at or above its floor; 10 and 9 arrived after 12
-    // and sit below the first group it was given, so they are stragglers it never gets.
-    assert_eq!(ready(&mut mid), [12]);
+    // It starts at 12, the first cached group (in arrival order) at or above its floor, then
+    // takes 10 and 9, which arrived after 12 and are within its reach.
+    assert_eq!(ready(&mut mid), [12, 10, 9]);
+    // A live-edge reader with the same floor gets 12 only.
+    assert_eq!(ready(&mut t.consume(start(0, Some(9)))), [12]);
 }
 
 // ------------------------------------------------------------------------------ arrival order
@@ -403,6 +407,30 @@ fn out_of_order_groups_are_delivered_once_and_stragglers_below_the_first_are_ski
     // after it is below its first group.
     let mut late = t.consume(StartAt::default());
     assert_eq!(ready(&mut late), [8]);
+}
+
+#[test]
+fn a_reader_reaching_back_takes_history_that_arrives_after_the_live_edge() {
+    // A publisher sends its newest group first: a reader with a max age is first given the
+    // live edge, then the older groups within its reach as they land.
+    let t = track(Some(ageless()), Limits::default());
+    let mut history = t.consume(start(60_000, None));
+    let mut live = t.consume(start(0, None));
+    let _g: Vec<_> = [4, 3, 2, 1, 0]
+        .into_iter()
+        .map(|s| group_with(&t, s, s * 1000, 1))
+        .collect();
+    assert_eq!(ready(&mut history), [4, 3, 2, 1, 0]);
+    assert_eq!(ready(&mut live), [4]);
+
+    // Beyond the reach, a straggler is skipped: at 2 s, group 0 (at 0 s) is too old.
+    let t = track(Some(ageless()), Limits::default());
+    let mut short = t.consume(start(1500, None));
+    let _g: Vec<_> = [2, 1, 0]
+        .into_iter()
+        .map(|s| group_with(&t, s, s * 1000, 1))
+        .collect();
+    assert_eq!(ready(&mut short), [2, 1]);
 }
 
 #[test]
@@ -1095,9 +1123,11 @@ impl Sim {
                         "group {seq} below floor {:?}",
                         r.start
                     );
+                    // A reader of the live edge never takes a straggler below its first group;
+                    // one reaching back takes those within its reach.
                     if let Some(&first) = r.delivered.first() {
                         assert!(
-                            seq >= first,
+                            seq >= first || r.start.max_age_ms > 0,
                             "straggler {seq} below first delivered {first}"
                         );
                     }
