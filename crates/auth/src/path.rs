@@ -32,8 +32,13 @@ pub fn is_suspicious(path: &str) -> bool {
     if path.split('/').any(|part| part == "." || part == "..") {
         return true;
     }
-    let lower = path.to_ascii_lowercase();
-    ["%2f", "%5c", "%2e"]
-        .iter()
-        .any(|encoded| lower.contains(encoded))
+    // An encoded `/`, `\` or `.` in any case, without copying the path (listings check
+    // every path they return).
+    path.as_bytes().windows(3).any(|w| {
+        w[0] == b'%'
+            && matches!(
+                (w[1], w[2].to_ascii_lowercase()),
+                (b'2', b'f') | (b'5', b'c') | (b'2', b'e')
+            )
+    })
 }

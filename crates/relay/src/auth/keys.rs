@@ -81,13 +81,21 @@ const MAX_CACHED_FILES: usize = 1024;
 #[derive(Debug)]
 pub struct KeyReader {
     source: KeySource,
+    /// A fixed source's keys, handed out as one value (verified tokens are remembered per
+    /// key set).
+    fixed: Option<Arc<KeySet>>,
     parsed: Mutex<HashMap<PathBuf, (Stamp, Arc<KeySet>)>>,
 }
 
 impl KeyReader {
     pub fn new(source: KeySource) -> Self {
+        let fixed = match &source {
+            KeySource::Fixed(keys) => Some(Arc::new(keys.clone())),
+            _ => None,
+        };
         KeyReader {
             source,
+            fixed,
             parsed: Mutex::new(HashMap::new()),
         }
     }
@@ -95,7 +103,9 @@ impl KeyReader {
     /// The keys that may verify a token naming `kid`, as they are on disk now.
     pub fn keys_for(&self, kid: Option<&str>) -> Result<Arc<KeySet>, AuthError> {
         match &self.source {
-            KeySource::Fixed(keys) => Ok(Arc::new(keys.clone())),
+            KeySource::Fixed(keys) => {
+                Ok(self.fixed.clone().unwrap_or_else(|| Arc::new(keys.clone())))
+            }
             KeySource::File(path) => self.read(path, None),
             KeySource::Dir(dir) => {
                 let kid = kid.ok_or(AuthError::MissingKid(0))?;

@@ -1,10 +1,12 @@
 //! Deciding in process: a token verified against the configured keys, or the public
 //! (anonymous) patterns, scoped to the dialed path by [`Claims::authorize`].
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use starling_auth::contract::SessionRequest;
-use starling_auth::{AuthError, Claims, Patterns, Permissions};
+use starling_auth::{AuthError, Claims, KeySet, Patterns, Permissions};
 
 use crate::auth::decision::{Decide, Deciding, Decision, Moment, Refusal, SessionFacts};
 use crate::auth::keys::{KeyReader, KeySource};
@@ -16,10 +18,65 @@ pub(crate) struct LocalPolicy {
     keys: Option<KeyReader>,
     /// Anonymous access, rooted at `/`; `None` refuses sessions without a token.
     public: Option<Claims>,
+    verified: Verified,
+}
+
+/// Tokens whose signature verified, with the keys that verified them. A live session's
+/// token is re-checked every auth max age; while its key file is unchanged (the reader hands
+/// out the same parsed keys) the signature needs no second look, and it was nearly all of a
+/// check: an ES256 verification is tens of microseconds, and 10 000 members re-checked each
+/// second spent a fifth of a relay's CPU on them. The times (`exp`, `nbf`) are checked
+/// every time; a removed or replaced key file is a new key set, so its tokens verify again
+/// (or fail). Bounded: past its capacity the table starts over.
+#[derive(Debug)]
+struct Verified {
+    /// By token: the key set that verified it and its claims.
+    entries: Mutex<HashMap<Arc<str>, VerifiedBy>>,
+    capacity: usize,
+    /// Signatures actually verified.
+    verifications: std::sync::atomic::AtomicU64,
+}
+
+type VerifiedBy = (Arc<KeySet>, Claims);
+
+impl Verified {
+    fn claims(
+        &self,
+        token: &str,
+        keys: &Arc<KeySet>,
+        now: SystemTime,
+    ) -> Result<Claims, AuthError> {
+        let seen = self
+            .entries
+            .lock()
+            .expect("verified tokens lock")
+            .get(token)
+            .filter(|(by, _)| Arc::ptr_eq(by, keys))
+            .map(|(_, claims)| claims.clone());
+        if let Some(claims) = seen {
+            claims.validate_times(now)?;
+            return Ok(claims);
+        }
+        self.verifications
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let claims = keys.verify(token, now)?;
+        let mut entries = self.entries.lock().expect("verified tokens lock");
+        if entries.len() >= self.capacity {
+            entries.clear();
+        }
+        entries.insert(token.into(), (keys.clone(), claims.clone()));
+        Ok(claims)
+    }
 }
 
 impl LocalPolicy {
-    pub fn new(keys: Option<KeySource>, publish: &Patterns, subscribe: &Patterns) -> Self {
+    /// `capacity`: how many verified tokens are remembered (the decision cache's size).
+    pub fn new(
+        keys: Option<KeySource>,
+        publish: &Patterns,
+        subscribe: &Patterns,
+        capacity: usize,
+    ) -> Self {
         let public = (!publish.is_empty() || !subscribe.is_empty()).then(|| Claims {
             root: String::new(),
             publish: publish.clone(),
@@ -29,6 +86,11 @@ impl LocalPolicy {
         LocalPolicy {
             keys: keys.map(KeyReader::new),
             public,
+            verified: Verified {
+                entries: Mutex::new(HashMap::new()),
+                capacity: capacity.max(1),
+                verifications: Default::default(),
+            },
         }
     }
 
@@ -39,7 +101,8 @@ impl LocalPolicy {
             (Some(_), None) => return Err(Refusal::UnexpectedToken),
             (Some(token), Some(keys)) => {
                 let kid = starling_auth::token::kid(&token)?;
-                let claims = keys.keys_for(kid.as_deref())?.verify(&token, now)?;
+                let keys = keys.keys_for(kid.as_deref())?;
+                let claims = self.verified.claims(&token, &keys, now)?;
                 (claims.authorize(path)?, claims.expires)
             }
             (None, _) => {
@@ -96,8 +159,58 @@ mod tests {
     }
 
     #[test]
+    fn a_re_check_verifies_a_signature_again_only_when_its_key_changed() {
+        use starling_auth::{Algorithm, Key};
+        use std::sync::atomic::Ordering;
+        use std::time::Duration;
+
+        let dir = tempfile::tempdir().unwrap();
+        // Written aside and renamed over: a new file, whatever the clock's resolution.
+        let write = || {
+            let key = Key::generate_with_id(Algorithm::ES256, Some("k".into())).unwrap();
+            key.write_file(dir.path().join("k.new")).unwrap();
+            std::fs::rename(dir.path().join("k.new"), dir.path().join("k.jwk")).unwrap();
+            key
+        };
+        let key = write();
+        let now = SystemTime::now();
+        let claims = Claims {
+            root: "room".into(),
+            subscribe: patterns(&["**"]),
+            expires: Some(now + Duration::from_secs(60)),
+            ..Default::default()
+        };
+        let token = key.sign(&claims).unwrap();
+        let policy = LocalPolicy::new(
+            Some(KeySource::Dir(dir.path().into())),
+            &Patterns::new(),
+            &Patterns::new(),
+            16,
+        );
+        let session = facts(&format!("/room?jwt={token}"));
+        let verified = || policy.verified.verifications.load(Ordering::Relaxed);
+        for _ in 0..3 {
+            assert!(policy.decide_now(&session, now).is_ok());
+        }
+        assert_eq!(verified(), 1, "re-checks verified the signature again");
+        // Past `exp`, the remembered token is refused all the same.
+        assert!(matches!(
+            policy.decide_now(&session, now + Duration::from_secs(61)),
+            Err(Refusal::Token(AuthError::Expired))
+        ));
+        // A replaced key file is a new key: the token is verified against it, and fails.
+        write();
+        assert!(policy.decide_now(&session, now).is_err());
+        assert_eq!(verified(), 2);
+        // A removed one refuses it without a verification.
+        std::fs::remove_file(dir.path().join("k.jwk")).unwrap();
+        assert!(policy.decide_now(&session, now).is_err());
+        assert_eq!(verified(), 2);
+    }
+
+    #[test]
     fn public_patterns_scope_anonymous_sessions() {
-        let policy = LocalPolicy::new(None, &Patterns::new(), &patterns(&["demo/**"]));
+        let policy = LocalPolicy::new(None, &Patterns::new(), &patterns(&["demo/**"]), 16);
         let now = SystemTime::now();
         let root = policy.decide_now(&facts("/"), now).unwrap();
         assert!(root.permissions.can_subscribe("demo/cam"));

@@ -179,6 +179,7 @@ impl Authority {
                     config.keys.clone(),
                     &config.public_publish,
                     &config.public_subscribe,
+                    config.cache_capacity,
                 );
                 Mode::Decided {
                     cache: DecisionCache::new(
