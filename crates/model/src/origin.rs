@@ -201,6 +201,34 @@ impl OriginState {
             .unwrap_or_default()
     }
 
+    /// Every path at or under `prefix` with its routes, in path order.
+    fn under<'a>(
+        &'a self,
+        prefix: &Path,
+    ) -> Box<dyn Iterator<Item = (&'a Path, &'a [RouteEntry])> + 'a> {
+        if prefix.is_empty() {
+            return Box::new(self.broadcasts.iter().map(|(p, r)| (p, r.as_slice())));
+        }
+        // The prefix itself, then `prefix/…`: every string starting with `prefix/` sorts at or
+        // after it and before `prefix0` ('0' follows '/').
+        let children_from = format!("{prefix}/");
+        let children_to = format!("{prefix}0");
+        let children = self
+            .broadcasts
+            .range::<str, _>((
+                Bound::Included(children_from.as_str()),
+                Bound::Excluded(children_to.as_str()),
+            ))
+            .map(|(p, r)| (p, r.as_slice()));
+        Box::new(
+            self.broadcasts
+                .get_key_value(prefix)
+                .map(|(p, r)| (p, r.as_slice()))
+                .into_iter()
+                .chain(children),
+        )
+    }
+
     fn best<'a>(&'a self, path: &Path, exclude_hop: Option<u64>) -> Option<&'a RouteEntry> {
         self.best_within(path, exclude_hop, usize::MAX)
     }
@@ -213,7 +241,17 @@ impl OriginState {
         exclude_hop: Option<u64>,
         max_chain: usize,
     ) -> Option<&'a RouteEntry> {
-        let routes = self.broadcasts.get(path)?;
+        self.best_of(path, self.broadcasts.get(path)?, exclude_hop, max_chain)
+    }
+
+    /// [`OriginState::best_within`] among `routes`, the routes of `path` already looked up.
+    fn best_of<'a>(
+        &'a self,
+        path: &Path,
+        routes: &'a [RouteEntry],
+        exclude_hop: Option<u64>,
+        max_chain: usize,
+    ) -> Option<&'a RouteEntry> {
         let withdrawn = self.withdrawn(path);
         routes
             .iter()
@@ -574,24 +612,30 @@ impl Origin {
         max_hops: usize,
     ) -> Vec<Announced> {
         let state = self.state.lock();
-        let announced = |path: &Path| state.announced(path, exclude_hop, max_hops);
-        if prefix.is_empty() {
-            return state.broadcasts.keys().filter_map(announced).collect();
-        }
-        // The prefix itself, then `prefix/…`: every string starting with `prefix/` sorts at or
-        // after it and before `prefix0` ('0' follows '/').
-        let children_from = format!("{prefix}/");
-        let children_to = format!("{prefix}0");
-        let children = state.broadcasts.range::<str, _>((
-            Bound::Included(children_from.as_str()),
-            Bound::Excluded(children_to.as_str()),
-        ));
         state
-            .broadcasts
-            .get_key_value(prefix)
-            .into_iter()
-            .chain(children)
-            .filter_map(|(path, _)| announced(path))
+            .under(prefix)
+            .filter_map(|(path, routes)| {
+                let entry = state.best_of(path, routes, exclude_hop, max_hops)?;
+                Some(Announced {
+                    path: path.clone(),
+                    broadcast: entry.broadcast.clone(),
+                    route: entry.route.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// The paths of [`Origin::announced`] only (a listing): nothing else is copied.
+    pub fn announced_paths(&self, prefix: &Path, exclude_hop: Option<u64>) -> Vec<Path> {
+        let state = self.state.lock();
+        state
+            .under(prefix)
+            .filter(|(path, routes)| {
+                state
+                    .best_of(path, routes, exclude_hop, usize::MAX)
+                    .is_some()
+            })
+            .map(|(path, _)| path.clone())
             .collect()
     }
 

@@ -37,10 +37,10 @@ fn list(state: &HttpState, access: &Access, requested: &str) -> Result<String, H
     let listing = access.scope.listing(requested)?;
     let paths: Vec<String> = state
         .origin
-        .announced(&listing.search, None)
+        .announced_paths(&listing.search, None)
         .into_iter()
-        .filter(|announced| access.can_read(&announced.path))
-        .filter_map(|announced| announced.path.strip_prefix(&listing.base))
+        .filter(|path| access.can_read(path))
+        .filter_map(|path| path.strip_prefix(&listing.base))
         .filter(|relative| !is_hidden(relative))
         .map(|relative| relative.as_str().to_string())
         .collect();
