@@ -128,6 +128,60 @@ pub fn figures(mode: &str, idle: bool) -> Vec<Figure> {
                 read: relay_cpu,
             },
         ]),
+        "community" => out.extend([
+            Figure {
+                name: "relay cores, mean",
+                read: |s| s["community"]["relay_cores_mean"].as_f64(),
+            },
+            Figure {
+                name: "relay cores, busiest second",
+                read: |s| s["community"]["relay_cores_peak"].as_f64(),
+            },
+            Figure {
+                name: "load generator cores, mean",
+                read: |s| s["community"]["load_cores_mean"].as_f64(),
+            },
+            Figure {
+                name: "connect p99 (ms)",
+                read: |s| latency(s, "connect", "p99_ms"),
+            },
+            Figure {
+                name: "first message p99 (ms)",
+                read: |s| latency(s, "first_frame", "p99_ms"),
+            },
+            Figure {
+                name: "history p99 (ms)",
+                read: |s| latency(s, "history", "p99_ms"),
+            },
+            Figure {
+                name: "live p99 (ms)",
+                read: |s| latency(s, "delivery", "p99_ms"),
+            },
+            Figure {
+                name: "HTTP fetch p99 (ms)",
+                read: |s| latency(s, "http_fetch", "p99_ms"),
+            },
+            Figure {
+                name: "HTTP announced p99 (ms)",
+                read: |s| latency(s, "http_announced", "p99_ms"),
+            },
+            Figure {
+                name: "removal p99 (ms)",
+                read: |s| latency(s, "removal", "p99_ms"),
+            },
+            Figure {
+                name: "histories complete (%)",
+                read: |s| {
+                    let owed = s["community"]["history_owed"].as_f64()?;
+                    let complete = s["community"]["history_complete"].as_f64()?;
+                    (owed > 0.0).then_some(complete / owed * 100.0)
+                },
+            },
+            Figure {
+                name: "relay RSS per client (KiB)",
+                read: |s| Some(s["community"]["relay_rss_per_client_bytes"].as_f64()? / 1024.0),
+            },
+        ]),
         "dash" => out.push(Figure {
             name: "tick completion p99 (ms)",
             read: |s| latency(s, "tick_completion", "p99_ms"),

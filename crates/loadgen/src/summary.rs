@@ -361,6 +361,13 @@ impl fmt::Display for Summary {
             {
                 writeln!(f, "relay cores    mean {mean:.2}, busiest second {peak:.2}")?;
             }
+            if let (Some(mean), Some(peak)) = (community.load_cores_mean, community.load_cores_peak)
+            {
+                writeln!(
+                    f,
+                    "load cores     mean {mean:.2}, busiest second {peak:.2} (this generator)"
+                )?;
+            }
             if let Some(bytes) = community.relay_rss_per_client_bytes {
                 writeln!(
                     f,

@@ -308,6 +308,9 @@ pub struct CommunityReport {
     pub relay_cores_peak: Option<f64>,
     /// Relay RSS growth from before the burst to its sampled peak, per client.
     pub relay_rss_per_client_bytes: Option<u64>,
+    /// The load generator's own CPU over the same window, in cores: mean, busiest second.
+    pub load_cores_mean: Option<f64>,
+    pub load_cores_peak: Option<f64>,
     /// Access decisions per second over the window, by `starling_auth_*` series.
     pub access_per_second: std::collections::BTreeMap<String, f64>,
 }
@@ -426,6 +429,8 @@ async fn run_until(
         .map(|&pid| crate::proc::read_memory(pid).map_or(0, |m| m.rss_bytes))
         .collect();
     let probes = UsageProbes::start(&options.relay_pids);
+    // The load generator shares the machine: its own use says which side saturated.
+    let own = UsageProbes::start(&[std::process::id()]);
     let window = Instant::now();
     let progress = {
         let plan = plan.clone();
@@ -532,6 +537,7 @@ async fn run_until(
     };
     progress.finish().await;
     let (relays, relay_failures) = probes.finish();
+    let (own, _) = own.finish();
     let posted = posted?;
 
     if publisher.closed().now_or_never().is_some() {
@@ -592,6 +598,8 @@ async fn run_until(
         relay_cores_mean: relays.first().map(|r| r.cpu_percent / 100.0),
         relay_cores_peak: relays.first().map(|r| r.peak_cpu_percent / 100.0),
         relay_rss_per_client_bytes: rss_per_client,
+        load_cores_mean: own.first().map(|u| u.cpu_percent / 100.0),
+        load_cores_peak: own.first().map(|u| u.peak_cpu_percent / 100.0),
         access_per_second,
     });
     summary.relays = relays;

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# The community scenario side by side (issue 14): a relay started fresh, a warm publisher of
+# OPEN open channels and MEMBER members-only channels, then MEMBERS members (WebSocket or
+# QUIC) and AGENTS HTTP agents bursting in within BURST seconds, REMOVE of the members removed
+# mid-run. Starling and moq-relay 0.17.10 alternate (A B A B ...), PAIRS times, then the
+# ratios.
+#
+#   scripts/community.sh                                  # 10 000 WebSocket members, 1 000 agents
+#   TRANSPORT=quic scripts/community.sh                   # the members over raw QUIC
+#   MEMBERS=2000 AGENTS=200 PAIRS=1 scripts/community.sh  # a quick run
+#   AUTH=url scripts/community.sh                         # Starling asks `moq auth serve` too
+#
+# Access: every token is verified against a key directory the load generator writes. moq-relay
+# 0.17 only decides through an auth server, so it runs with --auth-url pointed at
+# `moq auth serve --key-dir DIR --revalidate 1s --expires 1h` (moq-cli 0.14.10), which also
+# makes it re-check grants each second as Starling does. Starling verifies the tokens itself
+# (--auth-key-dir DIR, AUTH=local, the default) or asks the same auth server (AUTH=url).
+#
+# Writes target/community/<time>/: one JSON summary per run under community/, the logs, and
+# report.md (machine, versions, command, table).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+MEMBERS=${MEMBERS:-10000}
+AGENTS=${AGENTS:-1000}
+OPEN=${OPEN:-2000}
+MEMBER=${MEMBER:-2000}
+TRANSPORT=${TRANSPORT:-ws}
+AUTH=${AUTH:-local}
+REMOVE=${REMOVE:-100}
+BURST=${BURST:-2}
+LIVE=${LIVE:-10}
+PAIRS=${PAIRS:-1}
+PORT=${PORT:-16443}
+AUTH_PORT=${AUTH_PORT:-16440}
+OUT=${OUT:-target/community/$(date -u +%Y%m%dT%H%M%SZ)}
+mkdir -p "$OUT/community"
+
+# shellcheck source=lib/relay-ready.sh
+. scripts/lib/relay-ready.sh
+# shellcheck source=lib/peers.sh
+. scripts/lib/peers.sh
+MOQ="${STARLING_MOQ_CLI:-$CACHE/moq-cli-0.14.10/bin/moq}"
+
+# Every member and agent holds a socket on each side, and so does the relay.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+
+# Key directories live outside OUT, whose subdirectories are scenarios to compare.
+KEYS_ROOT=$(mktemp -d)
+PIDS=()
+stop_all() {
+    for pid in "${PIDS[@]}"; do
+        kill -TERM "$pid" 2>/dev/null || true
+    done
+    for pid in "${PIDS[@]}"; do
+        wait "$pid" 2>/dev/null || true
+    done
+    PIDS=()
+}
+trap 'stop_all; rm -rf "$KEYS_ROOT"' EXIT
+
+# start_auth_server KEYS LOG: `moq auth serve` on AUTH_PORT, ready once it accepts.
+start_auth_server() {
+    "$MOQ" auth serve --listen "127.0.0.1:$AUTH_PORT" --key-dir "$1" --revalidate 1s \
+        --expires 1h >>"$2" 2>&1 &
+    PIDS+=("$!")
+    for _ in $(seq 1 200); do
+        if (exec 3<>"/dev/tcp/127.0.0.1/$AUTH_PORT") 2>/dev/null; then
+            return 0
+        fi
+        sleep 0.05
+    done
+    echo "moq auth serve did not start; see $2" >&2
+    exit 1
+}
+
+# start_relay KIND KEYS: a fresh relay of KIND deciding access from KEYS; sets RELAY_PID.
+start_relay() {
+    local kind=$1 keys=$2 log="$OUT/$1-$pair.log"
+    local auth_url="http://127.0.0.1:$AUTH_PORT/"
+    case $kind in
+        starling)
+            local auth=(--auth-key-dir "$keys")
+            if [ "$AUTH" = url ]; then
+                start_auth_server "$keys" "$OUT/auth-$kind-$pair.log"
+                auth=(--auth-url "$auth_url")
+            fi
+            "$STARLING" relay --bind "127.0.0.1:$PORT" --tls-generate localhost \
+                --internal-listen "127.0.0.1:$((PORT + 1))" --log warn "${auth[@]}" \
+                >>"$log" 2>&1 &
+            ;;
+        moq-relay)
+            start_auth_server "$keys" "$OUT/auth-$kind-$pair.log"
+            "$MOQ_RELAY" --listen "127.0.0.1:$PORT" --listen-tls-generate localhost \
+                --web-http-listen "127.0.0.1:$PORT" --auth-url "$auth_url" \
+                --log-level warn >>"$log" 2>&1 &
+            ;;
+    esac
+    RELAY_PID=$!
+    PIDS+=("$RELAY_PID")
+    wait_ready "$kind relay" "$PORT" "$RELAY_PID" "$log"
+}
+
+load_args() {
+    local args=(community --url "moqt://localhost:$PORT/" --tls-disable-verify
+        --members "$MEMBERS" --agents "$AGENTS" --open-channels "$OPEN"
+        --member-channels "$MEMBER" --burst-secs "$BURST" --live-secs "$LIVE"
+        --remove-members "$REMOVE")
+    case $TRANSPORT in
+        ws) args+=(--ws-weight 1 --quic-weight 0) ;;
+        quic) args+=(--ws-weight 0 --quic-weight 1) ;;
+        mix) args+=(--ws-weight 1 --quic-weight 1) ;;
+        *) echo "TRANSPORT is ws, quic or mix" >&2; exit 1 ;;
+    esac
+    echo "${args[@]}"
+}
+
+for pair in $(seq 1 "$PAIRS"); do
+    for kind in starling moq-relay; do
+        keys="$KEYS_ROOT/$kind-$pair"
+        mkdir -p "$keys"
+        start_relay "$kind" "$keys"
+        metrics=()
+        if [ "$kind" = starling ]; then
+            metrics=(--metrics-url "http://127.0.0.1:$((PORT + 1))/metrics")
+        fi
+        # shellcheck disable=SC2046
+        "$LOAD" $(load_args) --key-dir "$keys" --no-progress --relay-pid "$RELAY_PID" \
+            "${metrics[@]}" --json "$OUT/community/$kind-$pair.json" \
+            >"$OUT/community/$kind-$pair.txt"
+        stop_all
+        echo "community pair $pair: $kind done"
+    done
+done
+trap - EXIT
+rm -rf "$KEYS_ROOT"
+
+{
+    echo "### Community, side by side, $(date -u +%Y-%m-%d)"
+    echo
+    echo "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)),"
+    echo "$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr)."
+    echo "Starling $(git rev-parse --short HEAD) (release), moq-relay 0.17.10 (release, cargo install)."
+    echo "$PAIRS pairs, alternating; Starling access: $AUTH; ratios are Starling/moq-relay."
+    echo
+    echo "Load: \`starling-load $(load_args)\` (members over $TRANSPORT)."
+    echo
+    "$LOAD" compare --runs "$OUT" --a starling --b moq-relay
+} >"$OUT/report.md"
+cat "$OUT/report.md"
+echo "written: $OUT/report.md"
