@@ -578,6 +578,7 @@ impl Inner {
         // peer tie-break.
         // So does a relay presenting a client certificate our client roots verified.
         config.cluster_peer = grant.peer || accepted.client_certificate.is_some();
+        config.pull_window = true;
         config.root = grant.root.clone();
         config.access = grant
             .permissions

@@ -105,6 +105,12 @@ pub struct SessionConfig {
     /// The relay-wide cache budget the tracks this session pulls from its peer charge (and
     /// count the groups their caches drop in).
     pub cache_budget: Option<std::sync::Arc<starling_model::CacheBudget>>,
+    /// Pull each track's whole window (its max age) from the peer, whatever the readers so
+    /// far asked: a relay caches for readers still to come. Pulled at the first reader's
+    /// demand, a track first read at its live edge (a viewer, an HTTP fetch of the latest
+    /// group) could never serve the history a later reader reaches back for: publishers do
+    /// not resend what a larger max age would have covered.
+    pub pull_window: bool,
 }
 
 impl SessionConfig {
@@ -130,6 +136,7 @@ impl SessionConfig {
             root: Path::empty(),
             announce_prefixes: vec![Path::empty()],
             cluster_peer: false,
+            pull_window: false,
             hear_hidden: true,
             link_cost: None,
             max_hops: starling_proto::limits::MAX_HOPS,

@@ -255,6 +255,7 @@ async fn attempt(
     config.publish = Some(mesh.origin.clone());
     config.consume = Some(mesh.origin.clone());
     config.cluster_peer = true;
+    config.pull_window = true;
     config.link_cost = peer.cost;
     config.max_hops = mesh.max_hops;
     config.limits = mesh.session_limits.clone();

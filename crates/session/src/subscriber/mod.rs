@@ -157,11 +157,17 @@ async fn pull<T: Transport>(
     let mut reader = Reader::new(recv, shared.version, &shared.budget, Rank::Control);
     writer.queue_varint(BidiType::Subscribe.code())?;
     // Readers' demand, aggregated (priority max, max age max) and clamped to the publisher's
-    // window, goes upstream; it is updated as readers with larger demands arrive.
+    // window, goes upstream; it is updated as readers with larger demands arrive. A relay
+    // asks for the whole window (`pull_window`).
     let window = track.info().map(|i| i.max_age_ms).unwrap_or(u64::MAX);
+    let whole = shared.config.pull_window && window != u64::MAX;
     let wanted = |demand: Demand| SubscribeUpdate {
         priority: demand.priority,
-        max_age_ms: demand.max_age_ms.min(window),
+        max_age_ms: if whole {
+            window
+        } else {
+            demand.max_age_ms.min(window)
+        },
         group_start: None,
         group_end: None,
         frame_start: 0,
