@@ -133,6 +133,9 @@ struct OriginState {
     /// is stale (never chosen) until they announce it again themselves. Kept only for paths
     /// that still have routes.
     withdrawn: HashMap<Path, Vec<u64>>,
+    /// Bumped by every change to the routes or their staleness: what was announced is the
+    /// same while it is (see [`Origin::generation`]).
+    generation: u64,
 }
 
 impl RouteEntry {
@@ -191,6 +194,7 @@ impl OriginState {
         let withdrawn = self.withdrawn.entry(path.clone()).or_default();
         if !withdrawn.contains(&sender) && withdrawn.len() < MAX_WITHDRAWN {
             withdrawn.push(sender);
+            self.generation += 1;
         }
     }
 
@@ -311,6 +315,7 @@ impl OriginState {
 
     fn remove_route(&mut self, id: u64) -> Option<Path> {
         let path = self.route_paths.remove(&id)?;
+        self.generation += 1;
         if let Some(routes) = self.broadcasts.get_mut(&path) {
             routes.retain(|r| r.id != id);
             if routes.is_empty() {
@@ -370,6 +375,7 @@ impl Origin {
         }
         let id = state.next_id;
         state.next_id += 1;
+        state.generation += 1;
         state.route_paths.insert(id, path.clone());
         // A peer announcing the path itself again ends the staleness of routes through it.
         if let (Some(sender), Some(withdrawn)) = (route.hops.last(), state.withdrawn.get_mut(&path))
@@ -623,6 +629,13 @@ impl Origin {
                 })
             })
             .collect()
+    }
+
+    /// Changes whenever a route is added or removed or goes stale: a listing made at one
+    /// generation holds until it changes (or a listed broadcast closes before its route is
+    /// removed, which the publisher's session does next).
+    pub fn generation(&self) -> u64 {
+        self.state.lock().generation
     }
 
     /// The paths of [`Origin::announced`] only (a listing): nothing else is copied.

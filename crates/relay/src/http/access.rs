@@ -24,6 +24,18 @@ pub(crate) struct Access {
 }
 
 impl Access {
+    /// What identifies the grant for sharing a listing: its root and subscribe patterns.
+    pub fn grant_key(&self) -> Option<String> {
+        self.permissions.as_ref().map(|p| {
+            let mut key = p.root.clone();
+            for pattern in p.subscribe.iter() {
+                key.push('\n');
+                key.push_str(pattern.as_str());
+            }
+            key
+        })
+    }
+
     /// Whether the broadcast at `path` (absolute) may be read.
     pub fn can_read(&self, path: &Path) -> bool {
         match &self.permissions {

@@ -13,6 +13,7 @@ use axum::http::Uri;
 
 use crate::http::access::{admit, Access};
 use crate::http::error::HttpError;
+use crate::http::listings::ListingKey;
 use crate::http::scope::is_hidden;
 use crate::http::HttpState;
 
@@ -34,6 +35,18 @@ pub(crate) async fn announced_prefix(
 }
 
 fn list(state: &HttpState, access: &Access, requested: &str) -> Result<String, HttpError> {
+    let key = ListingKey {
+        requested: format!("{}\n{requested}", access.scope.root()),
+        grant: access.grant_key(),
+    };
+    let generation = state.origin.generation();
+    let body = state
+        .listings
+        .get_or_list(key, generation, || list_now(state, access, requested))?;
+    Ok(body.to_string())
+}
+
+fn list_now(state: &HttpState, access: &Access, requested: &str) -> Result<String, HttpError> {
     let listing = access.scope.listing(requested)?;
     let paths: Vec<String> = state
         .origin

@@ -11,6 +11,7 @@ mod cors;
 mod error;
 mod feed;
 mod fetch;
+mod listings;
 mod page;
 mod scope;
 mod snapshot;
@@ -41,6 +42,8 @@ pub(crate) struct HttpState {
     feed: Arc<feed::StatusFeed>,
     /// `/fetch` requests in flight, at most `config.max_fetches`.
     fetches: Arc<tokio::sync::Semaphore>,
+    /// `/announced` listings shared by requests under the same grant.
+    listings: listings::Listings,
 }
 
 /// Builds the relay's HTTP router.
@@ -107,6 +110,7 @@ impl HttpApi {
             scope: scope::Scope::new(self.config.root.clone()),
             authority: self.authority,
             fetches: Arc::new(tokio::sync::Semaphore::new(self.config.max_fetches)),
+            listings: listings::Listings::default(),
             config: self.config,
             feed,
         });
