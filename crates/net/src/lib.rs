@@ -12,6 +12,7 @@ pub mod client;
 mod codes;
 mod credit;
 pub mod dial;
+pub mod host;
 pub mod http;
 pub mod http_server;
 pub mod qmux;

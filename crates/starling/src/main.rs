@@ -53,7 +53,7 @@ pub async fn terminated() {
 }
 
 fn main() -> anyhow::Result<()> {
-    no_transparent_huge_pages();
+    starling_net::host::no_transparent_huge_pages();
     let cli = Cli::parse();
     logging::init_logging(cli.log.as_deref())?;
     starling_net::tls::install_default_provider();
@@ -68,18 +68,4 @@ fn main() -> anyhow::Result<()> {
             Command::Token(args) => token::run(args),
         }
     })
-}
-
-/// mimalloc asks for transparent huge pages on its arenas; memory it returns to the system
-/// after a burst (a dash tick, a wave of handshakes) then comes back as 2 MiB pages the
-/// kernel clears on each fault (17 % of relay 0's CPU on the dash mesh). Without them relay
-/// 0 used about 10 % less CPU on that mesh, its peak RSS fell from 70 to 46 MiB, and an idle
-/// subscribed session from 84 to 66 KiB (docs/benchmarks.md, issue 13). Linux only; a
-/// kernel that refuses leaves things as they were.
-fn no_transparent_huge_pages() {
-    #[cfg(target_os = "linux")]
-    // SAFETY: PR_SET_THP_DISABLE takes plain integers and touches no memory of ours.
-    unsafe {
-        libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
-    }
 }
