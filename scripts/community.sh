@@ -9,6 +9,7 @@
 #   TRANSPORT=quic scripts/community.sh                   # the members over raw QUIC
 #   MEMBERS=2000 AGENTS=200 PAIRS=1 scripts/community.sh  # a quick run
 #   AUTH=url scripts/community.sh                         # Starling asks `moq auth serve` too
+#   PIN=1 scripts/community.sh                            # relay on CPU 0, load generator on CPU 1
 #
 # Access: every token is verified against a key directory the load generator writes. moq-relay
 # 0.17 only decides through an auth server, so it runs with --auth-url pointed at
@@ -42,6 +43,15 @@ mkdir -p "$OUT/community"
 . scripts/lib/peers.sh
 MOQ="${STARLING_MOQ_CLI:-$CACHE/moq-cli-0.14.10/bin/moq}"
 
+# PIN=1: the relay (and its auth server) on CPU 0, the load generator on CPU 1, so each side
+# has a core of its own and the relay's figures are per core.
+RELAY_CPU=()
+LOAD_CPU=()
+if [ "${PIN:-0}" = 1 ]; then
+    RELAY_CPU=(taskset -c 0)
+    LOAD_CPU=(taskset -c 1)
+fi
+
 # Every member and agent holds a socket on each side, and so does the relay.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
@@ -61,7 +71,7 @@ trap 'stop_all; rm -rf "$KEYS_ROOT"' EXIT
 
 # start_auth_server KEYS LOG: `moq auth serve` on AUTH_PORT, ready once it accepts.
 start_auth_server() {
-    "$MOQ" auth serve --listen "127.0.0.1:$AUTH_PORT" --key-dir "$1" --revalidate 1s \
+    ${RELAY_CPU[@]+"${RELAY_CPU[@]}"} "$MOQ" auth serve --listen "127.0.0.1:$AUTH_PORT" --key-dir "$1" --revalidate 1s \
         --expires 1h >>"$2" 2>&1 &
     PIDS+=("$!")
     for _ in $(seq 1 200); do
@@ -85,13 +95,13 @@ start_relay() {
                 start_auth_server "$keys" "$OUT/auth-$kind-$pair.log"
                 auth=(--auth-url "$auth_url")
             fi
-            "$STARLING" relay --bind "127.0.0.1:$PORT" --tls-generate localhost \
+            ${RELAY_CPU[@]+"${RELAY_CPU[@]}"} "$STARLING" relay --bind "127.0.0.1:$PORT" --tls-generate localhost \
                 --internal-listen "127.0.0.1:$((PORT + 1))" --log warn "${auth[@]}" \
                 >>"$log" 2>&1 &
             ;;
         moq-relay)
             start_auth_server "$keys" "$OUT/auth-$kind-$pair.log"
-            "$MOQ_RELAY" --listen "127.0.0.1:$PORT" --listen-tls-generate localhost \
+            ${RELAY_CPU[@]+"${RELAY_CPU[@]}"} "$MOQ_RELAY" --listen "127.0.0.1:$PORT" --listen-tls-generate localhost \
                 --web-http-listen "127.0.0.1:$PORT" --auth-url "$auth_url" \
                 --log-level warn >>"$log" 2>&1 &
             ;;
@@ -125,7 +135,7 @@ for pair in $(seq 1 "$PAIRS"); do
             metrics=(--metrics-url "http://127.0.0.1:$((PORT + 1))/metrics")
         fi
         # shellcheck disable=SC2046
-        "$LOAD" $(load_args) --key-dir "$keys" --no-progress --relay-pid "$RELAY_PID" \
+        ${LOAD_CPU[@]+"${LOAD_CPU[@]}"} "$LOAD" $(load_args) --key-dir "$keys" --no-progress --relay-pid "$RELAY_PID" \
             "${metrics[@]}" --json "$OUT/community/$kind-$pair.json" \
             >"$OUT/community/$kind-$pair.txt"
         stop_all
@@ -142,6 +152,9 @@ rm -rf "$KEYS_ROOT"
     echo "$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr)."
     echo "Starling $(git rev-parse --short HEAD) (release), moq-relay 0.17.10 (release, cargo install)."
     echo "$PAIRS pairs, alternating; Starling access: $AUTH; ratios are Starling/moq-relay."
+    if [ "${PIN:-0}" = 1 ]; then
+        echo "Pinned: the relay (and its auth server) on CPU 0, the load generator on CPU 1."
+    fi
     echo
     echo "Load: \`starling-load $(load_args)\` (members over $TRANSPORT)."
     echo
