@@ -21,28 +21,85 @@ pub(crate) struct LocalPolicy {
     verified: Verified,
 }
 
-/// Tokens whose signature verified, with the keys that verified them. A live session's
-/// token is re-checked every auth max age; while its key file is unchanged (the reader hands
-/// out the same parsed keys) the signature needs no second look, and it was nearly all of a
-/// check: an ES256 verification is tens of microseconds, and 10 000 members re-checked each
-/// second spent a fifth of a relay's CPU on them. The times (`exp`, `nbf`) are checked
-/// every time; a removed or replaced key file is a new key set, so its tokens verify again
-/// (or fail). Bounded: past its capacity the table starts over.
+/// Tokens whose signature verified, with the keys that verified them and the last grant
+/// they were decided to. A live session's token is re-checked every auth max age; while its
+/// key file is unchanged (the reader hands out the same parsed keys) neither the signature
+/// nor the grant needs a second look, and they were nearly all of a check: an ES256
+/// verification is tens of microseconds (10 000 members re-checked each second spent a fifth
+/// of a relay's CPU on them), and reading the header's kid and scoping the claims to the
+/// dialed path was most of the rest. A re-check costs a `stat` of the key file and the times
+/// (`exp`, `nbf`), checked every time; a removed or replaced key file is a new key set, so
+/// its tokens verify again (or fail). Bounded: past its capacity the table starts over.
 #[derive(Debug)]
 struct Verified {
-    /// By token: the key set that verified it and its claims.
-    entries: Mutex<HashMap<Arc<str>, VerifiedBy>>,
+    entries: Mutex<HashMap<Arc<str>, Remembered>>,
     capacity: usize,
     /// Signatures actually verified.
     verifications: std::sync::atomic::AtomicU64,
 }
 
-type VerifiedBy = (Arc<KeySet>, Claims);
+/// What one token verified to.
+#[derive(Debug)]
+struct Remembered {
+    kid: Option<String>,
+    keys: Arc<KeySet>,
+    claims: Claims,
+    /// The last dialed path it was decided at, and what it granted there.
+    granted: Option<(String, Permissions)>,
+}
 
 impl Verified {
+    /// The decision `token` made at `path` last time, while its key file is unchanged and
+    /// its times hold; `None` when it must be decided afresh.
+    fn recheck(
+        &self,
+        token: &str,
+        path: &str,
+        keys: &KeyReader,
+        now: SystemTime,
+    ) -> Option<Result<Decision, Refusal>> {
+        let (kid, set, expires, not_before, permissions) = {
+            let entries = self.entries.lock().expect("verified tokens lock");
+            let seen = entries.get(token)?;
+            let (at, permissions) = seen.granted.as_ref()?;
+            if at != path {
+                return None;
+            }
+            (
+                seen.kid.clone(),
+                seen.keys.clone(),
+                seen.claims.expires,
+                seen.claims.not_before,
+                permissions.clone(),
+            )
+        };
+        let current = keys.keys_for(kid.as_deref()).ok()?;
+        if !Arc::ptr_eq(&current, &set) {
+            return None;
+        }
+        let times = Claims {
+            expires,
+            not_before,
+            ..Claims::default()
+        };
+        Some(
+            times
+                .validate_times(now)
+                .map_err(Refusal::from)
+                .map(|()| Decision {
+                    permissions,
+                    expires,
+                    revalidate: None,
+                    peer: false,
+                }),
+        )
+    }
+
+    /// `token`'s claims, verified against `keys` unless they already were.
     fn claims(
         &self,
         token: &str,
+        kid: Option<String>,
         keys: &Arc<KeySet>,
         now: SystemTime,
     ) -> Result<Claims, AuthError> {
@@ -51,8 +108,8 @@ impl Verified {
             .lock()
             .expect("verified tokens lock")
             .get(token)
-            .filter(|(by, _)| Arc::ptr_eq(by, keys))
-            .map(|(_, claims)| claims.clone());
+            .filter(|seen| Arc::ptr_eq(&seen.keys, keys))
+            .map(|seen| seen.claims.clone());
         if let Some(claims) = seen {
             claims.validate_times(now)?;
             return Ok(claims);
@@ -64,8 +121,28 @@ impl Verified {
         if entries.len() >= self.capacity {
             entries.clear();
         }
-        entries.insert(token.into(), (keys.clone(), claims.clone()));
+        entries.insert(
+            token.into(),
+            Remembered {
+                kid,
+                keys: keys.clone(),
+                claims: claims.clone(),
+                granted: None,
+            },
+        );
         Ok(claims)
+    }
+
+    /// Remember what `token` granted at `path`.
+    fn granted(&self, token: &str, path: &str, permissions: &Permissions) {
+        if let Some(seen) = self
+            .entries
+            .lock()
+            .expect("verified tokens lock")
+            .get_mut(token)
+        {
+            seen.granted = Some((path.to_string(), permissions.clone()));
+        }
     }
 }
 
@@ -100,10 +177,15 @@ impl LocalPolicy {
         let (permissions, expires) = match (facts.jwt(), &self.keys) {
             (Some(_), None) => return Err(Refusal::UnexpectedToken),
             (Some(token), Some(keys)) => {
+                if let Some(decided) = self.verified.recheck(&token, path, keys, now) {
+                    return decided;
+                }
                 let kid = starling_auth::token::kid(&token)?;
-                let keys = keys.keys_for(kid.as_deref())?;
-                let claims = self.verified.claims(&token, &keys, now)?;
-                (claims.authorize(path)?, claims.expires)
+                let set = keys.keys_for(kid.as_deref())?;
+                let claims = self.verified.claims(&token, kid, &set, now)?;
+                let permissions = nonempty(claims.authorize(path)?)?;
+                self.verified.granted(&token, path, &permissions);
+                (permissions, claims.expires)
             }
             (None, _) => {
                 let public = self.public.as_ref().ok_or(Refusal::MissingToken)?;
@@ -193,6 +275,17 @@ mod tests {
             assert!(policy.decide_now(&session, now).is_ok());
         }
         assert_eq!(verified(), 1, "re-checks verified the signature again");
+        // The same token dialed elsewhere is scoped there, not given the remembered grant.
+        let deeper = facts(&format!("/room/cam?jwt={token}"));
+        assert_eq!(
+            policy.decide_now(&deeper, now).unwrap().permissions.root,
+            "room/cam"
+        );
+        assert_eq!(
+            policy.decide_now(&session, now).unwrap().permissions.root,
+            "room"
+        );
+        assert_eq!(verified(), 1);
         // Past `exp`, the remembered token is refused all the same.
         assert!(matches!(
             policy.decide_now(&session, now + Duration::from_secs(61)),
