@@ -73,6 +73,8 @@ impl Relay {
         config.publish = Some(self.origin.clone());
         config.consume = Some(self.origin.clone());
         config.cluster_peer = cluster_peer;
+        // As the relay's sessions do: pull each track's whole window.
+        config.pull_window = true;
         config.limits = session_limits();
         config.model_limits = cache_limits();
         config

@@ -110,6 +110,8 @@ fn relay_config(origin: &Origin, budget: usize) -> SessionConfig {
     config.publish = Some(origin.clone());
     config.consume = Some(origin.clone());
     config.limits.recv_budget = budget;
+    // As the relay's sessions do: pull each track's whole window.
+    config.pull_window = true;
     config
 }
 
