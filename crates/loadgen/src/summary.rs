@@ -346,7 +346,7 @@ impl fmt::Display for Summary {
         if let Some(community) = &self.community {
             writeln!(
                 f,
-                "community      {} members, {} agents, {} channels; history {}/{} complete ({} older messages); removed {} closed of {}",
+                "community      {} members, {} agents, {} channels; history {}/{} complete ({} older messages); removed {} closed and {} refused of {}",
                 community.members,
                 community.agents,
                 community.channels,
@@ -354,6 +354,7 @@ impl fmt::Display for Summary {
                 community.history_owed,
                 community.history_older,
                 community.removed_closed,
+                community.removed_refused,
                 community.removed
             )?;
             if let (Some(mean), Some(peak)) =

@@ -55,6 +55,10 @@ pub(super) async fn member(i: usize, plan: &Plan) {
     };
     let session = match connected {
         Err(_) => return recorder.errors.count("connect_timeout"),
+        // A removed member dialing after its key is gone is refused, as it should be.
+        Ok(Err(_)) if removable && plan.removed_at_ns.load(Ordering::Acquire) != 0 => {
+            return Recorder::bump(&plan.removed_refused, 1);
+        }
         Ok(Err(err)) => return recorder.errors.count(&err.kind()),
         Ok(Ok(session)) => session,
     };

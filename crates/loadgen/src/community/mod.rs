@@ -268,6 +268,8 @@ pub(crate) struct Plan {
     removed_at_ns: AtomicU64,
     removal_latency: Histogram,
     removed_closed: AtomicU64,
+    /// Removed members that dialed after the removal and were refused.
+    removed_refused: AtomicU64,
     started: AtomicU64,
 }
 
@@ -300,9 +302,11 @@ pub struct CommunityReport {
     pub history_owed: u64,
     pub history_complete: u64,
     pub history_older: u64,
-    /// Members removed mid-run, and those whose session the relay closed.
+    /// Members removed mid-run, those whose session the relay closed, and those that dialed
+    /// after the removal and were refused.
     pub removed: usize,
     pub removed_closed: u64,
+    pub removed_refused: u64,
     /// Relay CPU over the burst and the live part, in cores: mean, and the busiest second.
     pub relay_cores_mean: Option<f64>,
     pub relay_cores_peak: Option<f64>,
@@ -416,6 +420,7 @@ async fn run_until(
         removed_at_ns: AtomicU64::new(0),
         removal_latency: Histogram::new(),
         removed_closed: AtomicU64::new(0),
+        removed_refused: AtomicU64::new(0),
         started: AtomicU64::new(0),
     });
 
@@ -595,6 +600,7 @@ async fn run_until(
         history_older: Recorder::load(&plan.history_older),
         removed: plan.removal.count(),
         removed_closed: Recorder::load(&plan.removed_closed),
+        removed_refused: Recorder::load(&plan.removed_refused),
         relay_cores_mean: relays.first().map(|r| r.cpu_percent / 100.0),
         relay_cores_peak: relays.first().map(|r| r.peak_cpu_percent / 100.0),
         relay_rss_per_client_bytes: rss_per_client,
