@@ -37,10 +37,8 @@ AUTH_PORT=${AUTH_PORT:-16440}
 OUT=${OUT:-target/community/$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$OUT/community"
 
-# shellcheck source=lib/relay-ready.sh
-. scripts/lib/relay-ready.sh
-# shellcheck source=lib/peers.sh
-. scripts/lib/peers.sh
+# shellcheck source=lib/relays.sh
+. scripts/lib/relays.sh
 MOQ="${STARLING_MOQ_CLI:-$CACHE/moq-cli-0.14.10/bin/moq}"
 
 # PIN=1: the relay (and its auth server) on CPU 0, the load generator on CPU 1, so each side
@@ -57,17 +55,7 @@ ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 # Key directories live outside OUT, whose subdirectories are scenarios to compare.
 KEYS_ROOT=$(mktemp -d)
-PIDS=()
-stop_all() {
-    for pid in "${PIDS[@]}"; do
-        kill -TERM "$pid" 2>/dev/null || true
-    done
-    for pid in "${PIDS[@]}"; do
-        wait "$pid" 2>/dev/null || true
-    done
-    PIDS=()
-}
-trap 'stop_all; rm -rf "$KEYS_ROOT"' EXIT
+trap 'stop_relays; rm -rf "$KEYS_ROOT"' EXIT
 
 # start_auth_server KEYS LOG: `moq auth serve` on AUTH_PORT, ready once it accepts.
 start_auth_server() {
@@ -84,8 +72,9 @@ start_auth_server() {
     exit 1
 }
 
-# start_relay KIND KEYS: a fresh relay of KIND deciding access from KEYS; sets RELAY_PID.
-start_relay() {
+# start_community_relay KIND KEYS: a fresh relay of KIND deciding access from KEYS (not
+# relays.sh's cluster member); sets RELAY_PID.
+start_community_relay() {
     local kind=$1 keys=$2 log="$OUT/$1-$pair.log"
     local auth_url="http://127.0.0.1:$AUTH_PORT/"
     case $kind in
@@ -129,7 +118,7 @@ for pair in $(seq 1 "$PAIRS"); do
     for kind in starling moq-relay; do
         keys="$KEYS_ROOT/$kind-$pair"
         mkdir -p "$keys"
-        start_relay "$kind" "$keys"
+        start_community_relay "$kind" "$keys"
         metrics=()
         if [ "$kind" = starling ]; then
             metrics=(--metrics-url "http://127.0.0.1:$((PORT + 1))/metrics")
@@ -138,7 +127,7 @@ for pair in $(seq 1 "$PAIRS"); do
         ${LOAD_CPU[@]+"${LOAD_CPU[@]}"} "$LOAD" $(load_args) --key-dir "$keys" --no-progress --relay-pid "$RELAY_PID" \
             "${metrics[@]}" --json "$OUT/community/$kind-$pair.json" \
             >"$OUT/community/$kind-$pair.txt"
-        stop_all
+        stop_relays
         echo "community pair $pair: $kind done"
     done
 done

@@ -1,6 +1,7 @@
-# Sourced by the benchmark scripts that run several relay processes (mesh-dash.sh,
-# hop-latency.sh): the peers and binaries, and starting and stopping Starling and moq-relay
-# 0.17.10 relays on loopback as cluster peers. The caller sets OUT (logs go there) and PORT.
+# Sourced by the benchmark scripts that run relay processes (mesh-dash.sh, hop-latency.sh,
+# community.sh): the peers and binaries, and starting and stopping Starling and moq-relay
+# 0.17.10 relays on loopback as cluster peers (community.sh starts its own kind and uses
+# stop_relays). The caller sets OUT (logs go there) and PORT.
 # shellcheck source=relay-ready.sh
 . scripts/lib/relay-ready.sh
 

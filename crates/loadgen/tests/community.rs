@@ -43,6 +43,18 @@ async fn community_on_a_relay(dir: &std::path::Path) -> CommunityArgs {
     }
 }
 
+/// Run `args` to its end; it must count no error.
+async fn run_without_errors(args: &CommunityArgs) -> starling_loadgen::Summary {
+    let summary = within(
+        "the community run",
+        community::run(args, &options(), std::future::pending()),
+    )
+    .await
+    .unwrap();
+    assert!(summary.errors.is_empty(), "{:?}", summary.errors);
+    summary
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn members_get_their_history_and_live_messages_and_removed_members_are_closed() {
     let dir = tempfile::tempdir().unwrap();
@@ -53,13 +65,7 @@ async fn members_get_their_history_and_live_messages_and_removed_members_are_clo
         remove_after_secs: 0.3,
         ..community_on_a_relay(dir.path()).await
     };
-    let summary = within(
-        "the community run",
-        community::run(&args, &options(), std::future::pending()),
-    )
-    .await
-    .unwrap();
-    assert!(summary.errors.is_empty(), "{:?}", summary.errors);
+    let summary = run_without_errors(&args).await;
     assert_eq!(summary.connections.connected, 12);
     for kind in ["quic", "websocket"] {
         assert_eq!(summary.by_kind[kind].connections.connected, 6, "{kind}");
@@ -86,13 +92,7 @@ async fn agents_poll_open_channels_while_members_read_members_only_ones() {
         agent_interval_ms: 100,
         ..community_on_a_relay(dir.path()).await
     };
-    let summary = within(
-        "the community run",
-        community::run(&args, &options(), std::future::pending()),
-    )
-    .await
-    .unwrap();
-    assert!(summary.errors.is_empty(), "{:?}", summary.errors);
+    let summary = run_without_errors(&args).await;
     assert_eq!(summary.by_kind["http"].connections.connected, 2);
     assert!(summary.latency["http_fetch"].count > 0);
     assert!(summary.latency["http_announced"].count > 0);

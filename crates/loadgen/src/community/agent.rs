@@ -52,33 +52,39 @@ fn with_token(mut url: Url, token: Option<&str>) -> Url {
     url
 }
 
+/// Await one request within the deadline: its answer, or `None` when it failed (counted)
+/// or the run stopped.
+async fn request<T>(
+    plan: &Plan,
+    recorder: &Recorder,
+    answer: impl std::future::Future<Output = Result<T, FetchError>>,
+) -> Option<T> {
+    let answered = tokio::select! {
+        answered = tokio::time::timeout(plan.timeout, answer) => answered,
+        _ = plan.stop.stopped() => return None,
+    };
+    match answered {
+        Err(_) => recorder.errors.count("http_timeout"),
+        Ok(Err(err)) => recorder.errors.count(&err.kind()),
+        Ok(Ok(answer)) => return Some(answer),
+    }
+    None
+}
+
 async fn fetch(plan: &Plan, recorder: &Recorder, channel: Channel, token: Option<&str>) -> bool {
     let broadcast = format!("{}/{}", plan.root, channel.path());
     let mut url = fetch_url(&plan.http_base, &broadcast, TRACK);
     url.query_pairs_mut().append_pair("group", "latest");
     let url = with_token(url, token);
-    let fetched = tokio::select! {
-        fetched = tokio::time::timeout(plan.timeout, fetch_latest(&plan.http, &url)) => fetched,
-        _ = plan.stop.stopped() => return false,
+    let Some(fetched) = request(plan, recorder, fetch_latest(&plan.http, &url)).await else {
+        return false;
     };
-    match fetched {
-        Err(_) => {
-            recorder.errors.count("http_timeout");
-            false
-        }
-        Ok(Err(err)) => {
-            recorder.errors.count(&err.kind());
-            false
-        }
-        Ok(Ok(fetched)) => {
-            plan.http_fetch.record(fetched.body_ns);
-            Recorder::bump(&recorder.bytes, fetched.bytes as u64);
-            if let Err(err) = fetched.first {
-                recorder.errors.count(err.kind());
-            }
-            true
-        }
+    plan.http_fetch.record(fetched.body_ns);
+    Recorder::bump(&recorder.bytes, fetched.bytes as u64);
+    if let Err(err) = fetched.first {
+        recorder.errors.count(err.kind());
     }
+    true
 }
 
 async fn listing(plan: &Plan, recorder: &Recorder, token: Option<&str>) -> bool {
@@ -86,24 +92,13 @@ async fn listing(plan: &Plan, recorder: &Recorder, token: Option<&str>) -> bool 
     url.set_path(&format!("/announced/{}/", plan.root));
     let url = with_token(url, token);
     let started = std::time::Instant::now();
-    let listed = tokio::select! {
-        listed = tokio::time::timeout(plan.timeout, list(&plan.http, &url)) => listed,
-        _ = plan.stop.stopped() => return false,
-    };
-    match listed {
-        Err(_) => {
-            recorder.errors.count("http_timeout");
-            false
-        }
-        Ok(Err(err)) => {
-            recorder.errors.count(&err.kind());
-            false
-        }
-        Ok(Ok(0)) => {
+    match request(plan, recorder, list(&plan.http, &url)).await {
+        None => false,
+        Some(0) => {
             recorder.errors.count("announced_empty");
             false
         }
-        Ok(Ok(_)) => {
+        Some(_) => {
             plan.http_announced.record(elapsed_ns(started));
             true
         }
