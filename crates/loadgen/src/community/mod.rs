@@ -291,6 +291,22 @@ fn rooted(url: &Url, root: &str) -> Url {
     url
 }
 
+/// Spawn a client that starts at `at` (unless the run stops first).
+fn start_at<F: std::future::Future<Output = ()> + Send + 'static>(
+    at: tokio::time::Instant,
+    plan: Arc<Plan>,
+    client: impl FnOnce(Arc<Plan>) -> F + Send + 'static,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = tokio::time::sleep_until(at) => {}
+            _ = plan.stop.stopped() => return,
+        }
+        Recorder::bump(&plan.started, 1);
+        client(plan).await;
+    })
+}
+
 /// What a community run adds to the common summary.
 #[derive(Clone, Debug, Serialize)]
 pub struct CommunityReport {
@@ -482,28 +498,16 @@ async fn run_until(
     let offset = |i: usize, n: usize| burst.mul_f64(i as f64 / n.max(1) as f64);
     let mut handles = Vec::with_capacity(args.members + args.agents);
     for i in 0..args.members {
-        let plan = plan.clone();
         let at = burst_start + offset(i, args.members);
-        handles.push(tokio::spawn(async move {
-            tokio::select! {
-                _ = tokio::time::sleep_until(at) => {}
-                _ = plan.stop.stopped() => return,
-            }
-            Recorder::bump(&plan.started, 1);
-            member::member(i, &plan).await;
+        handles.push(start_at(at, plan.clone(), move |plan| async move {
+            member::member(i, &plan).await
         }));
     }
     for j in 0..args.agents {
-        let plan = plan.clone();
         let token = agent_token.clone();
         let at = burst_start + offset(j, args.agents);
-        handles.push(tokio::spawn(async move {
-            tokio::select! {
-                _ = tokio::time::sleep_until(at) => {}
-                _ = plan.stop.stopped() => return,
-            }
-            Recorder::bump(&plan.started, 1);
-            agent::agent(j, &plan, token.as_deref()).await;
+        handles.push(start_at(at, plan.clone(), move |plan| async move {
+            agent::agent(j, &plan, token.as_deref()).await
         }));
     }
     let removal = {
