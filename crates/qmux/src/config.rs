@@ -33,7 +33,9 @@ pub struct Config {
     /// Non-empty: negotiate the application protocol in-band (TCP/unix), this list in
     /// preference order; the server's preference wins. Empty: negotiated out of band.
     pub application_protocols: Vec<String>,
-    /// How often to send a QX_PING to measure the round trip (01+); `None` disables.
+    /// How often to send a QX_PING to measure the round trip (01+), the first at once;
+    /// `None` disables. Every 5 s: at every second, the pings of a few thousand idle
+    /// WebSocket members were a fifth of a relay's steady CPU (docs/benchmarks.md, issue 14).
     pub rtt_interval: Option<Duration>,
     /// Bytes accepted from the application but not yet transmitted, over all streams.
     pub send_buffer: u64,
@@ -62,7 +64,7 @@ impl Config {
             max_record_size: DEFAULT_MAX_RECORD_SIZE,
             max_datagram_frame_size: DEFAULT_MAX_RECORD_SIZE,
             application_protocols: Vec::new(),
-            rtt_interval: Some(Duration::from_secs(1)),
+            rtt_interval: Some(Duration::from_secs(5)),
             send_buffer: 2 * 1_048_576,
             coalesce: true,
             datagram_queue: 64,

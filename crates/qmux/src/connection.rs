@@ -113,10 +113,12 @@ impl Connection {
         let local_params = config.transport_params();
         let reader = (config.framing == Framing::ByteStream)
             .then(|| RecordReader::new(config.version, config.max_record_size));
+        // The first QX_PING goes out with the first records, so a round trip is known at
+        // once (PROBE reports carry it); then one per interval.
         let rtt = config
             .rtt_interval
             .filter(|_| config.version.uses_records())
-            .map(|d| now + d);
+            .map(|_| now);
         Self {
             conn_credit: RecvCredit::new(config.max_data),
             remote_limit: [config.max_streams_bidi, config.max_streams_uni],

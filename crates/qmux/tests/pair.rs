@@ -300,6 +300,19 @@ fn pings_are_answered_and_measure_rtt() {
 }
 
 #[test]
+fn the_first_ping_goes_out_at_once() {
+    let mut c = config(WireVersion::Qmux01, Framing::Message, Side::Client);
+    c.rtt_interval = Some(Duration::from_secs(5));
+    let mut p = Pair::with(
+        c,
+        config(WireVersion::Qmux01, Framing::Message, Side::Server),
+    );
+    // No time passes: the opening exchange alone measures the round trip.
+    p.advance(Duration::ZERO);
+    assert!(p.client.rtt().is_some());
+}
+
+#[test]
 fn keep_alive_and_idle_timeout() {
     let mut p = Pair::new(WireVersion::Qmux01);
     // Keep-alives every idle/3 keep both sides alive indefinitely.
