@@ -174,7 +174,18 @@ impl OriginState {
         exclude_hop: Option<u64>,
         max_chain: usize,
     ) -> Option<Announced> {
-        self.best_within(path, exclude_hop, max_chain)
+        self.announced_of(path, self.broadcasts.get(path)?, exclude_hop, max_chain)
+    }
+
+    /// [`OriginState::announced`] among `routes`, the routes of `path` already looked up.
+    fn announced_of(
+        &self,
+        path: &Path,
+        routes: &[RouteEntry],
+        exclude_hop: Option<u64>,
+        max_chain: usize,
+    ) -> Option<Announced> {
+        self.best_of(path, routes, exclude_hop, max_chain)
             .map(|entry| Announced {
                 path: path.clone(),
                 broadcast: entry.broadcast.clone(),
@@ -620,14 +631,7 @@ impl Origin {
         let state = self.state.lock();
         state
             .under(prefix)
-            .filter_map(|(path, routes)| {
-                let entry = state.best_of(path, routes, exclude_hop, max_hops)?;
-                Some(Announced {
-                    path: path.clone(),
-                    broadcast: entry.broadcast.clone(),
-                    route: entry.route.clone(),
-                })
-            })
+            .filter_map(|(path, routes)| state.announced_of(path, routes, exclude_hop, max_hops))
             .collect()
     }
 

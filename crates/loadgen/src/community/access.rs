@@ -13,6 +13,14 @@ use std::time::{Duration, SystemTime};
 
 use starling_auth::{Algorithm, AuthError, Claims, Key, Pattern, Patterns};
 
+/// `url` with `?jwt=` when there is a token, as every client presents it.
+pub fn with_token(mut url: url::Url, token: Option<&str>) -> url::Url {
+    if let Some(token) = token {
+        url.query_pairs_mut().append_pair("jwt", token);
+    }
+    url
+}
+
 /// The kid of the key that signs the publisher, the agents and the members who stay.
 pub const COMMUNITY_KID: &str = "community";
 /// The kid of the key that signs the members removed mid-run.

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use url::Url;
 
+use super::access::with_token;
 use super::layout::{Channel, TRACK};
 use super::Plan;
 use crate::burst::AgentKind;
@@ -42,14 +43,6 @@ pub(super) async fn agent(j: usize, plan: &Plan, token: Option<&str>) {
         }
         round += 1;
     }
-}
-
-/// `url` with `?jwt=` when there is a token.
-fn with_token(mut url: Url, token: Option<&str>) -> Url {
-    if let Some(token) = token {
-        url.query_pairs_mut().append_pair("jwt", token);
-    }
-    url
 }
 
 /// Await one request within the deadline: its answer, or `None` when it failed (counted)

@@ -276,11 +276,7 @@ pub(crate) struct Plan {
 impl Plan {
     /// A member's URL over `kind`, with its token.
     fn member_url(&self, kind: AgentKind, token: Option<&str>) -> Url {
-        let mut url = self.urls[kind.index()].clone();
-        if let Some(token) = token {
-            url.query_pairs_mut().append_pair("jwt", token);
-        }
-        url
+        access::with_token(self.urls[kind.index()].clone(), token)
     }
 }
 
@@ -390,10 +386,7 @@ async fn run_until(
     };
 
     // The warm publisher: connected, every channel holding its history before the burst.
-    let mut publisher_url = quic.clone();
-    if let Some(token) = &publisher_token {
-        publisher_url.query_pairs_mut().append_pair("jwt", token);
-    }
+    let publisher_url = access::with_token(quic.clone(), publisher_token.as_deref());
     let connecting = Instant::now();
     let publisher = connect_publisher(&dialer, &publisher_url, channels.origin(), false).await?;
     let publisher_connect = connecting.elapsed();

@@ -58,41 +58,27 @@ impl Verified {
         keys: &KeyReader,
         now: SystemTime,
     ) -> Option<Result<Decision, Refusal>> {
-        let (kid, set, expires, not_before, permissions) = {
+        // Copied out under the lock; the key file's `stat` happens outside it.
+        let (kid, set, decided) = {
             let entries = self.entries.lock().expect("verified tokens lock");
             let seen = entries.get(token)?;
             let (at, permissions) = seen.granted.as_ref()?;
             if at != path {
                 return None;
             }
-            (
-                seen.kid.clone(),
-                seen.keys.clone(),
-                seen.claims.expires,
-                seen.claims.not_before,
-                permissions.clone(),
-            )
+            let decided = seen.claims.validate_times(now).map(|()| Decision {
+                permissions: permissions.clone(),
+                expires: seen.claims.expires,
+                revalidate: None,
+                peer: false,
+            });
+            (seen.kid.clone(), seen.keys.clone(), decided)
         };
         let current = keys.keys_for(kid.as_deref()).ok()?;
         if !Arc::ptr_eq(&current, &set) {
             return None;
         }
-        let times = Claims {
-            expires,
-            not_before,
-            ..Claims::default()
-        };
-        Some(
-            times
-                .validate_times(now)
-                .map_err(Refusal::from)
-                .map(|()| Decision {
-                    permissions,
-                    expires,
-                    revalidate: None,
-                    peer: false,
-                }),
-        )
+        Some(decided.map_err(Refusal::from))
     }
 
     /// `token`'s claims, verified against `keys` unless they already were.
