@@ -5,16 +5,19 @@
 //! cold lookups for one credential wait on the single decision in flight. While sessions
 //! hold a credential's decision, a refresher re-decides it each time it goes stale, so a
 //! revoked grant reaches live sessions within the maximum age (plus the decider's own
-//! latency). The table is bounded: past its capacity the oldest credential is forgotten
+//! latency). A decider that can tell when its answers may have changed (local keys: a key
+//! file replaced or removed) is instead swept once per maximum age by one task for the
+//! whole table, and held decisions are made again only after a sweep reports a change: the
+//! half of every re-check that all credentials share is done once. The table is bounded: past its capacity the oldest credential is forgotten
 //! (sessions holding it keep their entry; new lookups start cold).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime};
 
 use starling_auth::contract::SessionRequest;
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
 use crate::auth::decision::{CredentialKey, Decide, Moment, Refusal, SessionFacts, Verdict};
@@ -38,7 +41,7 @@ pub struct CacheCounters {
 
 /// One credential's decision as sessions see it.
 #[derive(Clone)]
-pub(crate) struct Snapshot {
+struct Snapshot {
     /// The standing answer (a grant or a definitive refusal); what live sessions go by.
     pub verdict: Option<Verdict>,
     /// Until when `verdict` may be reused without asking again.
@@ -48,15 +51,24 @@ pub(crate) struct Snapshot {
     /// The last attempt failed for want of the decider (an outage); the standing verdict
     /// is kept for live sessions, but new sessions are refused with this.
     failure: Option<Arc<Refusal>>,
+    /// The sweep count when the standing verdict was decided (a sweeping decider's).
+    swept: u64,
 }
 
 /// One credential in the table.
 pub(crate) struct Entry {
     state: watch::Sender<Snapshot>,
+    /// Bumped only when the standing verdict changes. Live sessions wait on this rather
+    /// than on `state`, so a re-check that decides the same grant again (nearly all of
+    /// them) wakes nothing but its refresher.
+    verdicts: watch::Sender<()>,
     /// Live sessions admitted on this entry.
     holders: AtomicUsize,
     /// A refresher task is running.
     refreshing: AtomicBool,
+    /// Wakes the refresher when the last holder leaves (a swept entry's refresher has no
+    /// timer of its own to notice that).
+    released: Notify,
     /// The facts and contract request of the session that first presented the credential;
     /// re-checks are made in its name.
     facts: SessionFacts,
@@ -64,8 +76,14 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
-    pub fn subscribe(&self) -> watch::Receiver<Snapshot> {
-        self.state.subscribe()
+    /// Told whenever the standing verdict changes.
+    pub fn subscribe(&self) -> watch::Receiver<()> {
+        self.verdicts.subscribe()
+    }
+
+    /// The standing verdict.
+    pub fn verdict(&self) -> Option<Verdict> {
+        self.state.borrow().verdict.clone()
     }
 }
 
@@ -82,12 +100,16 @@ pub(crate) struct DecisionCache {
     capacity: usize,
     table: Mutex<Table>,
     counters: Arc<CacheCounters>,
+    /// Sweeps of the decider that reported a change; `None` for a decider that does not
+    /// sweep.
+    swept: Option<watch::Sender<u64>>,
+    /// The sweeper task is running.
+    sweeping: AtomicBool,
 }
 
 impl DecisionCache {
     pub fn new(decider: Arc<dyn Decide>, max_age: Duration, capacity: usize) -> Arc<Self> {
         Arc::new(DecisionCache {
-            decider,
             max_age,
             capacity: capacity.max(1),
             table: Mutex::new(Table {
@@ -95,6 +117,9 @@ impl DecisionCache {
                 order: VecDeque::new(),
             }),
             counters: Arc::default(),
+            swept: decider.sweep().map(|_| watch::Sender::new(0)),
+            sweeping: AtomicBool::new(false),
+            decider,
         })
     }
 
@@ -186,11 +211,14 @@ impl DecisionCache {
             fresh_until: None,
             inflight: false,
             failure: None,
+            swept: 0,
         });
         let entry = Arc::new(Entry {
             state,
+            verdicts: watch::Sender::new(()),
             holders: AtomicUsize::new(0),
             refreshing: AtomicBool::new(false),
+            released: Notify::new(),
             facts: facts.clone(),
             request: request.clone(),
         });
@@ -206,6 +234,7 @@ impl DecisionCache {
             entry: &'a Entry,
             outcome: Option<Result<crate::auth::Decision, Refusal>>,
             max_age: Duration,
+            swept: u64,
         }
         impl Drop for Publish<'_> {
             fn drop(&mut self) {
@@ -213,9 +242,11 @@ impl DecisionCache {
                     .outcome
                     .take()
                     .unwrap_or_else(|| Err(Refusal::Unavailable("the decider failed".into())));
-                let max_age = self.max_age;
+                let (max_age, swept) = (self.max_age, self.swept);
+                let mut changed = false;
                 self.entry.state.send_modify(|state| {
                     state.inflight = false;
+                    state.swept = swept;
                     let now = Instant::now();
                     match outcome {
                         Err(refusal) if refusal.is_outage() => {
@@ -225,6 +256,7 @@ impl DecisionCache {
                             state.failure = None;
                             state.verdict = Some(Err(Arc::new(refusal)));
                             state.fresh_until = Some(now + max_age);
+                            changed = true;
                         }
                         Ok(decision) => {
                             let mut age = max_age;
@@ -239,17 +271,28 @@ impl DecisionCache {
                                 );
                             }
                             state.failure = None;
-                            state.verdict = Some(Ok(Arc::new(decision)));
+                            // The same grant again keeps its standing value, so holders
+                            // see no change.
+                            if !matches!(&state.verdict, Some(Ok(standing)) if **standing == decision)
+                            {
+                                state.verdict = Some(Ok(Arc::new(decision)));
+                                changed = true;
+                            }
                             state.fresh_until = Some(now + age);
                         }
                     }
                 });
+                if changed {
+                    self.entry.verdicts.send_replace(());
+                }
             }
         }
         let mut publish = Publish {
             entry,
             outcome: None,
             max_age: self.max_age,
+            // Read before deciding: a change swept while the decision is made is not missed.
+            swept: self.swept.as_ref().map_or(0, |swept| *swept.borrow()),
         };
         publish.outcome = Some(
             self.decider
@@ -265,11 +308,44 @@ impl DecisionCache {
             let (cache, entry) = (self.clone(), entry.clone());
             tokio::spawn(async move { cache.refresh(entry).await });
         }
+        if self.swept.is_some() && !self.sweeping.swap(true, Ordering::AcqRel) {
+            let cache = Arc::downgrade(self);
+            tokio::spawn(Self::sweep(cache, self.max_age));
+        }
     }
 
     /// A live session on `entry` ended.
     pub fn release(&self, entry: &Entry) {
-        entry.holders.fetch_sub(1, Ordering::AcqRel);
+        if entry.holders.fetch_sub(1, Ordering::AcqRel) == 1 {
+            entry.released.notify_one();
+        }
+    }
+
+    /// Sweep the decider once per `period` for as long as the cache lives.
+    async fn sweep(cache: Weak<Self>, period: Duration) {
+        let mut ticks = tokio::time::interval_at(Instant::now() + period, period);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            let Some(cache) = cache.upgrade() else {
+                return;
+            };
+            if cache.decider.sweep() == Some(true) {
+                if let Some(swept) = &cache.swept {
+                    swept.send_modify(|count| *count += 1);
+                }
+            }
+        }
+    }
+
+    /// Until a sweep after the one `entry`'s verdict was decided under reports a change.
+    async fn changed_since(&self, entry: &Entry) {
+        let Some(swept) = &self.swept else {
+            return std::future::pending().await;
+        };
+        let decided = entry.state.borrow().swept;
+        let mut sweeps = swept.subscribe();
+        let _ = sweeps.wait_for(|count| *count != decided).await;
     }
 
     /// Re-decide `entry` whenever it goes stale, while sessions hold it.
@@ -285,8 +361,17 @@ impl DecisionCache {
                 }
                 retry_at.or(state.fresh_until)
             };
-            if let Some(at) = wake {
-                tokio::time::sleep_until(at).await;
+            match (wake, self.swept.is_some() && retry_at.is_none()) {
+                // Swept: the verdict stands until a sweep reports a change, or nobody
+                // holds it.
+                (_, true) => {
+                    tokio::select! {
+                        () = self.changed_since(&entry) => {}
+                        () = entry.released.notified() => {}
+                    }
+                }
+                (Some(at), false) => tokio::time::sleep_until(at).await,
+                (None, false) => {}
             }
             if entry.holders.load(Ordering::Acquire) == 0 {
                 entry.refreshing.store(false, Ordering::Release);
@@ -343,6 +428,9 @@ mod tests {
         asked: AtomicU64,
         allow: AtomicBool,
         gate: Arc<tokio::sync::Semaphore>,
+        /// Sweeps, reporting (once) a change when `changed` is set.
+        sweeps: bool,
+        changed: AtomicBool,
     }
 
     impl Decide for Scripted {
@@ -372,6 +460,11 @@ mod tests {
         fn name(&self) -> &'static str {
             "scripted"
         }
+
+        fn sweep(&self) -> Option<bool> {
+            self.sweeps
+                .then(|| self.changed.swap(false, Ordering::SeqCst))
+        }
     }
 
     fn facts(target: &str) -> SessionFacts {
@@ -387,6 +480,8 @@ mod tests {
             asked: AtomicU64::new(0),
             allow: AtomicBool::new(true),
             gate: Arc::new(tokio::sync::Semaphore::new(permits)),
+            sweeps: false,
+            changed: AtomicBool::new(false),
         })
     }
 
@@ -438,21 +533,64 @@ mod tests {
         let cache = DecisionCache::new(decider.clone(), Duration::from_secs(1), 16);
         let f = facts("/room?jwt=t");
         let (entry, verdict) = cache.lookup(&f, &request(&f)).await;
+        let admitted = verdict.unwrap();
+        cache.hold(&entry);
+        let mut watcher = entry.subscribe();
+        for _ in 0..3 {
+            tokio::time::advance(Duration::from_millis(1100)).await;
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(cache.counters.revalidations.load(Ordering::SeqCst), 3);
+        // The same grant each time: the holder is not woken, and keeps the admitted value.
+        assert!(!watcher.has_changed().unwrap());
+        assert!(matches!(entry.verdict(), Some(Ok(standing)) if Arc::ptr_eq(&standing, &admitted)));
+        decider.allow.store(false, Ordering::SeqCst);
+        let started = Instant::now();
+        watcher.changed().await.unwrap();
+        assert!(matches!(entry.verdict(), Some(Err(_))));
+        assert!(started.elapsed() <= Duration::from_secs(1));
+        cache.release(&entry);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_swept_decider_is_asked_again_only_after_a_sweep_reports_a_change() {
+        let decider = Arc::new(Scripted {
+            sweeps: true,
+            ..Arc::into_inner(scripted(1000)).unwrap()
+        });
+        let cache = DecisionCache::new(decider.clone(), Duration::from_secs(1), 16);
+        let f = facts("/room?jwt=t");
+        let (entry, verdict) = cache.lookup(&f, &request(&f)).await;
         assert!(verdict.is_ok());
         cache.hold(&entry);
         let mut watcher = entry.subscribe();
-        tokio::time::advance(Duration::from_millis(1100)).await;
-        tokio::task::yield_now().await;
-        assert_eq!(cache.counters.revalidations.load(Ordering::SeqCst), 1);
+        for _ in 0..5 {
+            tokio::time::advance(Duration::from_millis(1100)).await;
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(decider.asked.load(Ordering::SeqCst), 1, "nothing changed");
+        assert_eq!(cache.counters.revalidations.load(Ordering::SeqCst), 0);
+        // A change is swept within the maximum age and the held decision made again.
         decider.allow.store(false, Ordering::SeqCst);
+        decider.changed.store(true, Ordering::SeqCst);
         let started = Instant::now();
-        let refused = watcher
-            .wait_for(|state| matches!(state.verdict, Some(Err(_))))
-            .await
-            .is_ok();
-        assert!(refused);
+        watcher.changed().await.unwrap();
+        assert!(matches!(entry.verdict(), Some(Err(_))));
         assert!(started.elapsed() <= Duration::from_secs(1));
+        assert_eq!(cache.counters.revalidations.load(Ordering::SeqCst), 1);
         cache.release(&entry);
+        // The last holder gone, a granted entry's refresher ends without a sweep.
+        decider.allow.store(true, Ordering::SeqCst);
+        tokio::time::advance(Duration::from_millis(1100)).await;
+        let (entry, verdict) = cache.lookup(&f, &request(&f)).await;
+        assert!(verdict.is_ok());
+        cache.hold(&entry);
+        tokio::task::yield_now().await;
+        assert!(entry.refreshing.load(Ordering::SeqCst));
+        cache.release(&entry);
+        while entry.refreshing.load(Ordering::SeqCst) {
+            tokio::task::yield_now().await;
+        }
     }
 
     #[tokio::test(start_paused = true)]

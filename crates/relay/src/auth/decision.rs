@@ -193,6 +193,16 @@ pub(crate) trait Decide: Send + Sync + 'static {
 
     /// Which decider this is, for metrics.
     fn name(&self) -> &'static str;
+
+    /// For a decider whose answers rest only on the credential, the clock and state it can
+    /// look at itself (key files): look now, and say whether anything changed since the
+    /// last look. Held decisions are then made again only after a sweep reports a change
+    /// (their expiry ends their sessions on its own). `None`, the default: answers may
+    /// change at any time (an auth server's), so held decisions are made again every
+    /// maximum age.
+    fn sweep(&self) -> Option<bool> {
+        None
+    }
 }
 
 #[cfg(test)]

@@ -1,13 +1,15 @@
 //! Where token keys come from, re-read when their files change.
 //!
-//! A key file or a directory of `{kid}.jwk` files is consulted at every decision. Decisions
-//! are cached per credential for the configured maximum age and live ones re-checked on the
-//! same bound, so a key added, replaced or removed on disk takes effect within that age
-//! without a restart. A parsed key is kept while its file's length, modification time and
-//! inode stay the same, so a re-check costs one `stat`, not a parse.
+//! A key file or a directory of `{kid}.jwk` files is consulted at every decision, so a key
+//! added on disk takes effect at once, without a restart. A parsed key is kept while its
+//! file's length, modification time and inode stay the same. Live sessions are not
+//! re-checked one by one: [`KeyReader::sweep`] looks at every file in use once per auth
+//! maximum age, and only a replaced or removed file sends the decisions resting on it to
+//! be made again.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
@@ -85,6 +87,8 @@ pub struct KeyReader {
     /// key set).
     fixed: Option<Arc<KeySet>>,
     parsed: Mutex<HashMap<PathBuf, (Stamp, Arc<KeySet>)>>,
+    /// Parsed files were dropped for room since the last sweep, unswept.
+    forgotten: AtomicBool,
 }
 
 impl KeyReader {
@@ -97,6 +101,7 @@ impl KeyReader {
             source,
             fixed,
             parsed: Mutex::new(HashMap::new()),
+            forgotten: AtomicBool::new(false),
         }
     }
 
@@ -145,10 +150,36 @@ impl KeyReader {
         }
         let keys = Arc::new(keys);
         if parsed.len() >= MAX_CACHED_FILES {
+            // Forgotten files are no longer swept: treat them as changed.
             parsed.clear();
+            self.forgotten.store(true, Ordering::Release);
         }
         parsed.insert(path.to_path_buf(), (stamp, keys.clone()));
         Ok(keys)
+    }
+
+    /// Look at every key file in use now: whether any was replaced or removed since it was
+    /// read (or since the last sweep). Changed files are forgotten, so the next decision
+    /// reads them again. A fixed source never changes.
+    pub fn sweep(&self) -> bool {
+        let paths: Vec<(PathBuf, Stamp)> = self
+            .parsed
+            .lock()
+            .expect("key cache lock")
+            .iter()
+            .map(|(path, (stamp, _))| (path.clone(), *stamp))
+            .collect();
+        // The `stat`s happen outside the lock.
+        let changed: Vec<PathBuf> = paths
+            .into_iter()
+            .filter(|(path, seen)| Stamp::of(path).ok() != Some(*seen))
+            .map(|(path, _)| path)
+            .collect();
+        let mut parsed = self.parsed.lock().expect("key cache lock");
+        for path in &changed {
+            parsed.remove(path);
+        }
+        self.forgotten.swap(false, Ordering::AcqRel) || !changed.is_empty()
     }
 }
 
@@ -161,6 +192,34 @@ mod tests {
         let key = Key::generate(Algorithm::HS256).unwrap();
         std::fs::write(path, key.to_encoded()).unwrap();
         key
+    }
+
+    #[test]
+    fn a_sweep_reports_files_in_use_that_were_replaced_or_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let reader = KeyReader::new(KeySource::Dir(dir.path().to_path_buf()));
+        assert!(!reader.sweep(), "nothing read, nothing changed");
+        write_key(&dir.path().join("a.jwk"));
+        write_key(&dir.path().join("b.jwk"));
+        let a = reader.keys_for(Some("a")).unwrap();
+        reader.keys_for(Some("b")).unwrap();
+        assert!(!reader.sweep());
+        assert!(Arc::ptr_eq(&a, &reader.keys_for(Some("a")).unwrap()));
+        // A file nobody used changing is nothing to report.
+        write_key(&dir.path().join("c.jwk"));
+        assert!(!reader.sweep());
+        let staged = dir.path().join("staged");
+        write_key(&staged);
+        std::fs::rename(&staged, dir.path().join("a.jwk")).unwrap();
+        assert!(reader.sweep());
+        assert!(!reader.sweep(), "reported once");
+        assert!(!Arc::ptr_eq(&a, &reader.keys_for(Some("a")).unwrap()));
+        std::fs::remove_file(dir.path().join("b.jwk")).unwrap();
+        assert!(reader.sweep());
+        assert!(reader.keys_for(Some("b")).is_err());
+        assert!(!reader.sweep());
+        let fixed = KeyReader::new(KeySource::Fixed(KeySet::new(vec![])));
+        assert!(!fixed.sweep());
     }
 
     #[test]

@@ -12,7 +12,7 @@ use starling_auth::contract::{ByteTotals, SessionEvent, SessionRequest};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::auth::cache::{DecisionCache, Entry, Snapshot};
+use crate::auth::cache::{DecisionCache, Entry};
 use crate::auth::server::EndReporter;
 use crate::auth::Decision;
 
@@ -40,7 +40,7 @@ impl std::fmt::Display for LeaseEnd {
 struct Held {
     cache: Arc<DecisionCache>,
     entry: Arc<Entry>,
-    watcher: watch::Receiver<Snapshot>,
+    watcher: watch::Receiver<()>,
 }
 
 struct Report {
@@ -116,7 +116,10 @@ impl Lease {
                 match held {
                     // The entry (and its sender) lives as long as this lease holds it.
                     Some(held) => match held.watcher.changed().await {
-                        Ok(()) => Some(held.watcher.borrow_and_update().verdict.clone()),
+                        Ok(()) => {
+                            held.watcher.mark_unchanged();
+                            Some(held.entry.verdict())
+                        }
                         Err(_) => None,
                     },
                     None => std::future::pending().await,

@@ -22,14 +22,15 @@ pub(crate) struct LocalPolicy {
 }
 
 /// Tokens whose signature verified, with the keys that verified them and the last grant
-/// they were decided to. A live session's token is re-checked every auth max age; while its
-/// key file is unchanged (the reader hands out the same parsed keys) neither the signature
-/// nor the grant needs a second look, and they were nearly all of a check: an ES256
-/// verification is tens of microseconds (10 000 members re-checked each second spent a fifth
-/// of a relay's CPU on them), and reading the header's kid and scoping the claims to the
-/// dialed path was most of the rest. A re-check costs a `stat` of the key file and the times
-/// (`exp`, `nbf`), checked every time; a removed or replaced key file is a new key set, so
-/// its tokens verify again (or fail). Bounded: past its capacity the table starts over.
+/// they were decided to. A token is decided again when a session presents it after its
+/// cached decision aged out, and for live sessions when a sweep finds a key file changed;
+/// while its key file is unchanged (the reader hands out the same parsed keys) neither the
+/// signature nor the grant needs a second look, and they were nearly all of a decision: an
+/// ES256 verification is tens of microseconds, and reading the header's kid and scoping the
+/// claims to the dialed path was most of the rest. What is left is a `stat` of the key file
+/// and the times (`exp`, `nbf`), checked every time; a removed or replaced key file is a new
+/// key set, so its tokens verify again (or fail). Bounded: past its capacity the table
+/// starts over.
 #[derive(Debug)]
 struct Verified {
     entries: Mutex<HashMap<Arc<str>, Remembered>>,
@@ -210,6 +211,12 @@ impl Decide for LocalPolicy {
 
     fn name(&self) -> &'static str {
         "local"
+    }
+
+    /// A local decision changes only when a key file it rests on does (public rules and
+    /// fixed keys never change; a token's times end its session through the grant's expiry).
+    fn sweep(&self) -> Option<bool> {
+        Some(self.keys.as_ref().is_some_and(KeyReader::sweep))
     }
 }
 
