@@ -76,6 +76,20 @@ impl Lease {
         }
     }
 
+    /// A lease on a decision nothing re-checks, for a request that ends as it is admitted.
+    pub(crate) fn unheld(report: Option<(EndReporter, SessionRequest)>) -> Self {
+        Lease {
+            held: None,
+            admitted: None,
+            expires: None,
+            report: report.map(|(reporter, request)| Report {
+                reporter,
+                request,
+                started: WallInstant::now(),
+            }),
+        }
+    }
+
     /// A lease on a cached decision, counted as a holder of `entry` until dropped.
     pub(crate) fn held(
         cache: Arc<DecisionCache>,

@@ -43,6 +43,17 @@ pub struct Grant {
     pub peer: bool,
 }
 
+/// What an admission is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Use {
+    /// A session: its lease holds the decision and is re-checked while it runs.
+    Session,
+    /// A one-shot request, ended as soon as it is admitted.
+    Once,
+    /// A credential checked ahead of its session, which is admitted on its own later.
+    Ahead,
+}
+
 /// An admitted session's grant and the lease that keeps it.
 pub struct Admitted {
     pub grant: Grant,
@@ -205,12 +216,12 @@ impl Authority {
 
     /// Admit a session: its grant, narrowed to its declared role, and the lease it holds.
     pub async fn admit(&self, facts: SessionFacts) -> Result<Admitted, Arc<Refusal>> {
-        self.admit_reporting(facts, true).await
+        self.admit_for(facts, Use::Session).await
     }
 
     /// Admit a one-shot request (an HTTP API call) and end it at once.
     pub async fn check(&self, facts: SessionFacts) -> Result<Grant, Arc<Refusal>> {
-        let admitted = self.admit(facts).await?;
+        let admitted = self.admit_for(facts, Use::Once).await?;
         admitted.lease.close("done", ByteTotals::default());
         Ok(admitted.grant)
     }
@@ -218,14 +229,10 @@ impl Authority {
     /// Decide a credential ahead of its session (a WebSocket upgrade, checked before the
     /// SETUP that opens the session): no session exists yet, so no end is reported.
     pub async fn precheck(&self, facts: SessionFacts) -> Result<Grant, Arc<Refusal>> {
-        Ok(self.admit_reporting(facts, false).await?.grant)
+        Ok(self.admit_for(facts, Use::Ahead).await?.grant)
     }
 
-    async fn admit_reporting(
-        &self,
-        facts: SessionFacts,
-        report_end: bool,
-    ) -> Result<Admitted, Arc<Refusal>> {
+    async fn admit_for(&self, facts: SessionFacts, usage: Use) -> Result<Admitted, Arc<Refusal>> {
         let role = facts.role;
         let (mut grant, lease) = match &*self.mode {
             Mode::Open => {
@@ -253,9 +260,13 @@ impl Authority {
                 grant.peer = decision.peer;
                 let report = server
                     .as_ref()
-                    .filter(|_| report_end)
+                    .filter(|_| usage != Use::Ahead)
                     .map(|(_, reporter)| (reporter.clone(), request));
-                let lease = Lease::held(cache.clone(), entry, decision, report);
+                let lease = match usage {
+                    Use::Session => Lease::held(cache.clone(), entry, decision, report),
+                    // Nothing runs on for a re-check to stop.
+                    Use::Once | Use::Ahead => Lease::unheld(report),
+                };
                 (grant, lease)
             }
         };
@@ -435,5 +446,34 @@ mod tests {
         let stats = authority.stats();
         assert_eq!(stats.decider, "local");
         assert_eq!((stats.hits, stats.misses_cold), (1, 4), "{stats:?}");
+    }
+
+    #[tokio::test]
+    async fn one_shot_and_ahead_checks_leave_no_task_behind() {
+        let authority = Authority::new(&public(&[], &["demo/**"])).unwrap();
+        let tasks = || {
+            tokio::runtime::Handle::current()
+                .metrics()
+                .num_alive_tasks()
+        };
+        for n in 0..50 {
+            authority
+                .check(facts(&format!("/demo/{n}"), None))
+                .await
+                .unwrap();
+            authority
+                .precheck(facts(&format!("/demo/p{n}"), None))
+                .await
+                .unwrap();
+        }
+        assert_eq!(
+            tasks(),
+            0,
+            "a local decision or a re-check ran on as a task"
+        );
+        // A session's lease holds its decision (one refresher, one sweeper) until dropped.
+        let admitted = authority.admit(facts("/demo", None)).await.unwrap();
+        assert_eq!(tasks(), 2);
+        drop(admitted);
     }
 }
