@@ -52,6 +52,9 @@ pub struct Relay {
     http_upgrade: Option<axum::Router>,
     /// Sessions the WebSocket endpoint accepted.
     websocket: tokio::sync::mpsc::Receiver<QmuxAccepted>,
+    /// The session bounds every listener enforces; upgrades are admitted before their
+    /// token is checked.
+    admission: Arc<starling_net::Admission>,
     /// The optional plaintext QMux-over-TCP listener.
     tcp: Option<QmuxTcpListener>,
     /// Where `/metrics` is served, when enabled.
@@ -178,6 +181,7 @@ impl Relay {
             fingerprint,
             http_upgrade: Some(websocket.router()),
             websocket: websocket_sessions,
+            admission,
             tcp,
             inner: Arc::new(Inner {
                 origin,
@@ -257,9 +261,13 @@ impl Relay {
             )
             .with_authority(self.inner.authority.clone());
             // WebSocket (QMux) hook: upgrades are routed before every HTTP route.
-            // Tokens are checked before the upgrade: a refusal is HTTP 401.
+            // Admission, then tokens, are checked before the upgrade: 503 or 401.
             if let Some(upgrade) = self.http_upgrade.take() {
-                let upgrade = crate::http::gate_upgrade(upgrade, self.inner.authority.clone());
+                let upgrade = crate::http::gate_upgrade(
+                    upgrade,
+                    self.inner.authority.clone(),
+                    Some(self.admission.clone()),
+                );
                 api = api.with_upgrade(upgrade);
             }
             let router = api.router();

@@ -155,6 +155,28 @@ async fn sessions_past_the_relay_bound_are_refused_cleanly() {
     drop(second);
 }
 
+/// A WebSocket upgrade past the bound is refused before its token is looked at: 503, not
+/// the 401 a bad token gets while there is room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrades_past_the_bound_are_refused_before_their_token_is_checked() {
+    let (relay, url) = bind_relay(RelayConfig {
+        admission: admission(1, 1000),
+        auth: starling_relay::AuthConfig {
+            public_subscribe: starling_relay::parse_patterns(["**"]).unwrap(),
+            ..Default::default()
+        },
+        ..RelayConfig::default()
+    })
+    .await;
+    tokio::spawn(relay.run());
+    // A token sent to a relay without keys is refused.
+    let (status, head) = http_support::upgrade_head(&url, "/?jwt=bad").await;
+    assert_eq!(status, 401, "{head}");
+    let _held = common::dial(&url, Version::Lite06).await;
+    let (status, head) = http_support::upgrade_head(&url, "/?jwt=bad").await;
+    assert_eq!(status, 503, "{head}");
+}
+
 /// One source opening connections faster than its per-second rate is refused past it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_source_opening_too_fast_is_refused() {

@@ -23,8 +23,9 @@ mod transport;
 
 pub use client::{connect, QmuxConnectError, QmuxConnected, DEFAULT_QMUX_CONNECT_TIMEOUT};
 pub use server::{
-    is_websocket_upgrade, select_subprotocol, supported_subprotocols, websocket_acceptor,
-    QmuxAccepted, QmuxBinding, WebSocketAcceptor,
+    admit_upgrade, is_websocket_upgrade, refused_upgrade, select_subprotocol,
+    supported_subprotocols, websocket_acceptor, EarlyTicket, QmuxAccepted, QmuxBinding,
+    WebSocketAcceptor,
 };
 pub use starling_qmux::WireVersion;
 pub use tcp::QmuxTcpListener;

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::admission::{Admission, Ticket};
+use crate::admission::{Admission, Refusal, Ticket};
 use crate::window::ReceiveWindows;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::{ConnectInfo, FromRequestParts, Request};
@@ -139,6 +139,58 @@ pub fn is_websocket_upgrade<B>(request: &http::Request<B>) -> bool {
     has_token(http::header::UPGRADE, "websocket")
 }
 
+/// An upgrade admitted ahead of the other checks in front of the acceptor, carried to it in
+/// the request's extensions so it takes no second slot.
+#[derive(Clone)]
+pub struct EarlyTicket(Arc<parking_lot::Mutex<Option<Ticket>>>);
+
+impl EarlyTicket {
+    fn take(&self) -> Option<Ticket> {
+        self.0.lock().take()
+    }
+}
+
+/// Admit an HTTP upgrade before anything else is done for it (a token verified, an auth
+/// server asked); refused, answer it with [`refused_upgrade`]. The slot travels with the
+/// request to [`WebSocketAcceptor::handle`]; a request that never gets there frees it when
+/// dropped.
+pub fn admit_upgrade(admission: &Arc<Admission>, request: &mut Request) -> Result<(), Refusal> {
+    let remote = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0);
+    if let Some(ticket) = admit(Some(admission), remote)? {
+        request
+            .extensions_mut()
+            .insert(EarlyTicket(Arc::new(parking_lot::Mutex::new(Some(ticket)))));
+    }
+    Ok(())
+}
+
+/// The answer to an upgrade admission refused: 503 with Retry-After.
+pub fn refused_upgrade(refusal: Refusal) -> Response {
+    tracing::debug!(reason = refusal.as_str(), "WebSocket upgrade refused");
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [(http::header::RETRY_AFTER, "1")],
+        "too many sessions",
+    )
+        .into_response()
+}
+
+/// A slot for an upgrade from `remote`; no gate or no address (not a TCP peer) admits
+/// without one.
+fn admit(
+    admission: Option<&Arc<Admission>>,
+    remote: Option<SocketAddr>,
+) -> Result<Option<Ticket>, Refusal> {
+    let (Some(gate), Some(remote)) = (admission, remote) else {
+        return Ok(None);
+    };
+    gate.admit(remote.ip().to_canonical(), Instant::now())
+        .map(Some)
+}
+
 /// The axum-side WebSocket acceptor: cheap to clone, usable as a handler on any route.
 #[derive(Clone)]
 pub struct WebSocketAcceptor {
@@ -207,22 +259,18 @@ impl WebSocketAcceptor {
                     .trim_end_matches(']')
                     .to_ascii_lowercase()
             });
-        let ticket = match (&self.admission, remote) {
-            (Some(gate), Some(remote)) => {
-                match gate.admit(remote.ip().to_canonical(), Instant::now()) {
-                    Ok(ticket) => Some(ticket),
-                    Err(refusal) => {
-                        tracing::debug!(%remote, reason = refusal.as_str(), "WebSocket upgrade refused");
-                        return (
-                            StatusCode::SERVICE_UNAVAILABLE,
-                            [(http::header::RETRY_AFTER, "1")],
-                            "too many sessions",
-                        )
-                            .into_response();
-                    }
-                }
-            }
-            _ => None,
+        // A gate in front of this handler (the relay's, ahead of its token check) may have
+        // admitted the upgrade already.
+        let early = parts
+            .extensions
+            .remove::<EarlyTicket>()
+            .and_then(|early| early.take());
+        let ticket = match early {
+            Some(ticket) => Some(ticket),
+            None => match admit(self.admission.as_ref(), remote) {
+                Ok(ticket) => ticket,
+                Err(refusal) => return refused_upgrade(refusal),
+            },
         };
         let ws = match WebSocketUpgrade::from_request_parts(&mut parts, &()).await {
             Ok(ws) => ws,

@@ -11,6 +11,8 @@ use axum::http::{header, HeaderMap};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
+use starling_net::Admission;
+use std::sync::Arc;
 use tower::ServiceExt;
 
 use crate::auth::{Authority, SessionFacts, TransportKind};
@@ -42,21 +44,45 @@ pub(crate) async fn dispatch(
     next.run(request).await
 }
 
-/// Check the request URI's token (`?jwt=`) before `upgrade` sees the request: a refused or
-/// missing credential is answered 401 (502 when the auth server cannot be asked) and never
-/// upgraded. The SETUP Role is checked again once the session's SETUP arrives.
-pub(crate) fn gate_upgrade(upgrade: Router, authority: Authority) -> Router {
-    upgrade.layer(axum::middleware::from_fn_with_state(authority, gate))
+/// The checks in front of the WebSocket acceptor: admission first, so a relay past its
+/// session bounds answers 503 without verifying a token or asking an auth server, then the
+/// request URI's token (`?jwt=`): a refused or missing credential is answered 401 (502 when
+/// the auth server cannot be asked) and never upgraded. The SETUP Role is checked again once
+/// the session's SETUP arrives.
+pub(crate) fn gate_upgrade(
+    upgrade: Router,
+    authority: Authority,
+    admission: Option<Arc<Admission>>,
+) -> Router {
+    upgrade.layer(axum::middleware::from_fn_with_state(
+        UpgradeGate {
+            authority,
+            admission,
+        },
+        gate,
+    ))
 }
 
-async fn gate(State(authority): State<Authority>, request: Request, next: Next) -> Response {
-    if authority.is_enabled() {
+#[derive(Clone)]
+struct UpgradeGate {
+    authority: Authority,
+    admission: Option<Arc<Admission>>,
+}
+
+async fn gate(State(gate): State<UpgradeGate>, mut request: Request, next: Next) -> Response {
+    if let Some(admission) = &gate.admission {
+        if let Err(refusal) = starling_net::qmux::admit_upgrade(admission, &mut request) {
+            return starling_net::qmux::refused_upgrade(refusal);
+        }
+    }
+    if gate.authority.is_enabled() {
         let target = request
             .uri()
             .path_and_query()
             .map(|target| target.as_str().to_owned())
             .unwrap_or_default();
-        if let Err(err) = authority
+        if let Err(err) = gate
+            .authority
             .precheck(SessionFacts::new(TransportKind::WebSocket, &target))
             .await
         {
