@@ -43,8 +43,23 @@ struct RelayProcess {
 }
 
 impl RelayProcess {
+    /// Start a relay on a free port. The port is picked free and then handed to the relay,
+    /// so a test running alongside may take its TCP half first: a bind failure retries on
+    /// another port, anything else fails with the relay's own words.
     fn start(extra: &[&str]) -> Self {
         starling_net::tls::install_default_provider();
+        let mut said = Vec::new();
+        for _ in 0..5 {
+            match Self::try_start(extra) {
+                Ok(relay) => return relay,
+                Err(lines) if lines.iter().any(|l| l.contains("in use")) => said = lines,
+                Err(lines) => panic!("relay exited before listening:\n{}", lines.join("\n")),
+            }
+        }
+        panic!("no free port after 5 tries:\n{}", said.join("\n"))
+    }
+
+    fn try_start(extra: &[&str]) -> Result<Self, Vec<String>> {
         let port = free_udp_port();
         let internal = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
@@ -70,21 +85,26 @@ impl RelayProcess {
             .spawn()
             .unwrap();
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut said = Vec::new();
         loop {
             match lines.next() {
                 Some(Ok(line)) if line.contains("relay listening") => break,
-                Some(_) => {}
-                None => panic!("relay exited before listening"),
+                Some(Ok(line)) => said.push(line),
+                Some(Err(_)) => {}
+                None => {
+                    let _ = child.wait();
+                    return Err(said);
+                }
             }
         }
         // Keep draining the log so the relay never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines {});
-        RelayProcess {
+        Ok(RelayProcess {
             child,
             url: Url::parse(&format!("moqt://127.0.0.1:{port}/")).unwrap(),
             http: format!("127.0.0.1:{port}").parse().unwrap(),
             internal,
-        }
+        })
     }
 
     /// Resident memory now, from /proc.

@@ -8,8 +8,9 @@
 //! latency). A decider that can tell when its answers may have changed (local keys: a key
 //! file replaced or removed) is instead swept once per maximum age by one task for the
 //! whole table, and held decisions are made again only after a sweep reports a change: the
-//! half of every re-check that all credentials share is done once. The table is bounded: past its capacity the oldest credential is forgotten
-//! (sessions holding it keep their entry; new lookups start cold).
+//! half of every re-check that all credentials share is done once. The table is bounded:
+//! past its capacity the oldest credential is forgotten (sessions holding it keep their
+//! entry; new lookups start cold).
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -118,6 +119,7 @@ impl DecisionCache {
                 order: VecDeque::new(),
             }),
             counters: Arc::default(),
+            // A first look (at nothing read yet) tells whether the decider sweeps at all.
             swept: decider.sweep().map(|_| watch::Sender::new(0)),
             sweeping: AtomicBool::new(false),
             decider,
