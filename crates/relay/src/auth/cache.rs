@@ -13,7 +13,6 @@
 //! entry; new lookups start cold).
 
 use std::collections::{HashMap, VecDeque};
-use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime};
@@ -176,15 +175,11 @@ impl DecisionCache {
                 &self.counters.misses_stale
             };
             counter.fetch_add(1, Ordering::Relaxed);
-            // A decision ready at once (a local one) is made here. One that waits (an auth
-            // server's) runs on as its own task, so it completes for every waiter even if
-            // the session that started it goes away.
+            // Its own task, so the decision completes for every waiter even if the session
+            // that started it goes away, and a verification (tens of microseconds for ES256)
+            // can run on another worker while this one goes on accepting.
             let (cache, held) = (self.clone(), entry.clone());
-            let mut deciding = Box::pin(async move { cache.decide(&held, Moment::Connect).await });
-            let mut here = std::task::Context::from_waker(std::task::Waker::noop());
-            if deciding.as_mut().poll(&mut here).is_pending() {
-                tokio::spawn(deciding);
-            }
+            tokio::spawn(async move { cache.decide(&held, Moment::Connect).await });
         } else {
             self.counters.coalesced.fetch_add(1, Ordering::Relaxed);
         }

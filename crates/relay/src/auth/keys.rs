@@ -4,8 +4,8 @@
 //! added on disk takes effect at once, without a restart. A parsed key is kept while its
 //! file's length, modification time and inode stay the same. Live sessions are not
 //! re-checked one by one: [`KeyReader::sweep`] looks at every file in use once per auth
-//! maximum age, and only a replaced or removed file sends the decisions resting on it to
-//! be made again.
+//! maximum age, and only a replaced or removed file sends the held decisions to be checked
+//! again (those resting on an unchanged file reuse their verification).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
