@@ -9,8 +9,9 @@
 #   A=/tmp/before/target/release/starling B=target/release/starling scripts/community-ab.sh
 #   PIN=1 MEMBERS=2000 AGENTS=200 LIVE=10 FROM=4 TO=10 A=... B=... scripts/community-ab.sh
 #
-# PIN=1 puts the relay on CPU 0 and the load generator on CPU 1. Writes nothing but stdout
-# and the logs under OUT.
+# PIN=1 puts the relay on CPU 0 and the load generator on CPU 1. AUTH=url has both builds
+# ask `moq auth serve --revalidate 1s` (moq-cli 0.14.10, installed by install-peers.sh)
+# instead of verifying tokens themselves. Writes nothing but stdout and the logs under OUT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,6 +24,8 @@ FROM=${FROM:-12}
 TO=${TO:-27}
 PAIRS=${PAIRS:-2}
 PORT=${PORT:-17443}
+AUTH=${AUTH:-local}
+AUTH_PORT=${AUTH_PORT:-17440}
 OUT=${OUT:-target/community-ab/$(date -u +%Y%m%dT%H%M%SZ)}
 LOAD=target/release/starling-load
 mkdir -p "$OUT"
@@ -30,6 +33,10 @@ ulimit -n 20000
 
 if [ ! -x "$LOAD" ]; then
     cargo build --release --locked -p starling-loadgen
+fi
+if [ "$AUTH" = url ]; then
+    scripts/install-peers.sh
+    MOQ="${STARLING_MOQ_CLI:-${STARLING_CACHE:-$HOME/.cache/starling}/moq-cli-0.14.10/bin/moq}"
 fi
 RELAY_CPU=()
 LOAD_CPU=()
@@ -47,8 +54,19 @@ run() {
     local keys="$OUT/keys-$label-$n" log="$OUT/$label-$n"
     rm -rf "$keys"
     mkdir -p "$keys"
+    local auth=(--auth-key-dir "$keys") server=
+    if [ "$AUTH" = url ]; then
+        ${RELAY_CPU[@]+"${RELAY_CPU[@]}"} "$MOQ" auth serve --listen "127.0.0.1:$AUTH_PORT" \
+            --key-dir "$keys" --revalidate 1s --expires 1h >"$log.auth.log" 2>&1 &
+        server=$!
+        for _ in $(seq 1 200); do
+            (exec 3<>"/dev/tcp/127.0.0.1/$AUTH_PORT") 2>/dev/null && break
+            sleep 0.05
+        done
+        auth=(--auth-url "http://127.0.0.1:$AUTH_PORT/")
+    fi
     ${RELAY_CPU[@]+"${RELAY_CPU[@]}"} "$bin" relay --bind "127.0.0.1:$PORT" --tls-generate localhost \
-        --auth-key-dir "$keys" --log warn >"$log.relay.log" 2>&1 &
+        "${auth[@]}" --log warn >"$log.relay.log" 2>&1 &
     local relay=$!
     for _ in $(seq 1 200); do
         (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break
@@ -65,8 +83,8 @@ run() {
     sleep $((TO - FROM))
     r2=$(cpu_ticks "$relay"); l2=$(cpu_ticks "$load")
     wait "$load" || true
-    kill "$relay" 2>/dev/null || true
-    wait "$relay" 2>/dev/null || true
+    kill "$relay" ${server:+"$server"} 2>/dev/null || true
+    wait "$relay" ${server:+"$server"} 2>/dev/null || true
     local p99s
     p99s=$(awk '/^  (connect|first_frame|history|removal) / {printf "%s=%s ", $1, $4}' "$log.txt")
     printf '%s run %s: steady relay %.3f cores, load %.3f; %s; %s; p99 ms %s\n' "$label" "$n" \
@@ -78,7 +96,7 @@ run() {
 
 echo "A=$A"
 echo "B=$B"
-echo "$MEMBERS members, $AGENTS agents, live $LIVE s, steady window $FROM-$TO s, PIN=${PIN:-0}"
+echo "$MEMBERS members, $AGENTS agents, live $LIVE s, steady window $FROM-$TO s, PIN=${PIN:-0}, AUTH=$AUTH"
 for n in $(seq 1 "$PAIRS"); do
     run A "$A" "$n"
     run B "$B" "$n"
