@@ -210,7 +210,10 @@ impl Default for HttpConfig {
             status_max_items: 1000,
             server: HttpLimits::default(),
             max_event_clients: 256,
-            max_fetches: 256,
+            // One per HTTP connection (a fetch holds a task and a group's reader, a few
+            // KiB). 256 refused a tenth of 1 000 agents' fetches while 10 000 members burst
+            // in and every fetch waited on a saturated machine.
+            max_fetches: 4096,
         }
     }
 }

@@ -63,7 +63,8 @@ pub struct RelayArgs {
     /// HTTP connections open at once; one more is answered 503 (default 4096).
     #[arg(long)]
     max_http_connections: Option<usize>,
-    /// `/fetch` requests served at once; one more is answered 503 (default 256).
+    /// `/fetch` requests served at once; one more is answered 503 (default 4096, one per
+    /// HTTP connection the relay holds by default).
     #[arg(long)]
     max_fetches: Option<usize>,
     /// `/events` status streams open at once; one more is answered 503 (default 256).
