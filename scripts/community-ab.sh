@@ -11,7 +11,8 @@
 #
 # PIN=1 puts the relay on CPU 0 and the load generator on CPU 1. AUTH=url has both builds
 # ask `moq auth serve --revalidate 1s` (moq-cli 0.14.10, installed by install-peers.sh)
-# instead of verifying tokens themselves. Writes nothing but stdout and the logs under OUT.
+# instead of verifying tokens themselves. TRANSPORT=quic (or mix) puts the members on raw
+# QUIC instead of WebSocket. Writes nothing but stdout and the logs under OUT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,6 +26,7 @@ TO=${TO:-27}
 PAIRS=${PAIRS:-2}
 PORT=${PORT:-17443}
 AUTH=${AUTH:-local}
+TRANSPORT=${TRANSPORT:-ws}
 AUTH_PORT=${AUTH_PORT:-17440}
 OUT=${OUT:-target/community-ab/$(date -u +%Y%m%dT%H%M%SZ)}
 LOAD=target/release/starling-load
@@ -34,6 +36,12 @@ ulimit -n 20000
 if [ ! -x "$LOAD" ]; then
     cargo build --release --locked -p starling-loadgen
 fi
+case $TRANSPORT in
+    ws) WEIGHTS=(--ws-weight 1 --quic-weight 0) ;;
+    quic) WEIGHTS=(--ws-weight 0 --quic-weight 1) ;;
+    mix) WEIGHTS=(--ws-weight 1 --quic-weight 1) ;;
+    *) echo "TRANSPORT is ws, quic or mix" >&2; exit 1 ;;
+esac
 if [ "$AUTH" = url ]; then
     scripts/install-peers.sh
     MOQ="${STARLING_MOQ_CLI:-${STARLING_CACHE:-$HOME/.cache/starling}/moq-cli-0.14.10/bin/moq}"
@@ -75,7 +83,7 @@ run() {
     ${LOAD_CPU[@]+"${LOAD_CPU[@]}"} "$LOAD" community --url "moqt://localhost:$PORT/" \
         --tls-disable-verify --no-progress --members "$MEMBERS" --agents "$AGENTS" \
         --live-secs "$LIVE" --key-dir "$keys" --relay-pid "$relay" \
-        --remove-members $((MEMBERS / 100)) >"$log.txt" 2>&1 &
+        --remove-members $((MEMBERS / 100)) "${WEIGHTS[@]}" >"$log.txt" 2>&1 &
     local load=$!
     sleep "$FROM"
     local r1 l1 r2 l2
@@ -96,7 +104,7 @@ run() {
 
 echo "A=$A"
 echo "B=$B"
-echo "$MEMBERS members, $AGENTS agents, live $LIVE s, steady window $FROM-$TO s, PIN=${PIN:-0}, AUTH=$AUTH"
+echo "$MEMBERS members, $AGENTS agents, live $LIVE s, steady window $FROM-$TO s, PIN=${PIN:-0}, AUTH=$AUTH, TRANSPORT=$TRANSPORT"
 for n in $(seq 1 "$PAIRS"); do
     run A "$A" "$n"
     run B "$B" "$n"
