@@ -49,8 +49,11 @@ pub(super) async fn member(i: usize, plan: &Plan) {
         .iter()
         .filter_map(|c| Path::new(&c.path()).ok())
         .collect();
+    // Boxed: the dial's state (handshakes, TLS) is most of a member's future, and held
+    // inline it would stay allocated, and touched, for the member's whole life.
+    let dial = Box::pin(plan.dialer.connect(&url, Role::Subscriber, config));
     let connected = tokio::select! {
-        connected = tokio::time::timeout_at(deadline, plan.dialer.connect(&url, Role::Subscriber, config)) => connected,
+        connected = tokio::time::timeout_at(deadline, dial) => connected,
         _ = plan.stop.stopped() => return,
     };
     let session = match connected {
