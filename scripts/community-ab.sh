@@ -53,6 +53,11 @@ if [ "${PIN:-0}" = 1 ]; then
     LOAD_CPU=(taskset -c 1)
 fi
 
+# shellcheck source=lib/relay-ready.sh
+. scripts/lib/relay-ready.sh
+# shellcheck source=lib/auth-server.sh
+. scripts/lib/auth-server.sh
+
 # cpu_ticks PID: user + system time so far, in clock ticks.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 HZ=$(getconf CLK_TCK)
@@ -62,24 +67,17 @@ run() {
     local keys="$OUT/keys-$label-$n" log="$OUT/$label-$n"
     rm -rf "$keys"
     mkdir -p "$keys"
-    local auth=(--auth-key-dir "$keys") server=
+    local auth=(--auth-key-dir "$keys")
+    PIDS=()
     if [ "$AUTH" = url ]; then
-        ${RELAY_CPU[@]+"${RELAY_CPU[@]}"} "$MOQ" auth serve --listen "127.0.0.1:$AUTH_PORT" \
-            --key-dir "$keys" --revalidate 1s --expires 1h >"$log.auth.log" 2>&1 &
-        server=$!
-        for _ in $(seq 1 200); do
-            (exec 3<>"/dev/tcp/127.0.0.1/$AUTH_PORT") 2>/dev/null && break
-            sleep 0.05
-        done
+        start_auth_server "$keys" "$log.auth.log"
         auth=(--auth-url "http://127.0.0.1:$AUTH_PORT/")
     fi
     ${RELAY_CPU[@]+"${RELAY_CPU[@]}"} "$bin" relay --bind "127.0.0.1:$PORT" --tls-generate localhost \
         "${auth[@]}" --log warn >"$log.relay.log" 2>&1 &
     local relay=$!
-    for _ in $(seq 1 200); do
-        (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break
-        sleep 0.05
-    done
+    PIDS+=("$relay")
+    wait_ready "relay $label" "$PORT" "$relay" "$log.relay.log"
     ${LOAD_CPU[@]+"${LOAD_CPU[@]}"} "$LOAD" community --url "moqt://localhost:$PORT/" \
         --tls-disable-verify --no-progress --members "$MEMBERS" --agents "$AGENTS" \
         --live-secs "$LIVE" --key-dir "$keys" --relay-pid "$relay" \
@@ -91,8 +89,8 @@ run() {
     sleep $((TO - FROM))
     r2=$(cpu_ticks "$relay"); l2=$(cpu_ticks "$load")
     wait "$load" || true
-    kill "$relay" ${server:+"$server"} 2>/dev/null || true
-    wait "$relay" ${server:+"$server"} 2>/dev/null || true
+    kill "${PIDS[@]}" 2>/dev/null || true
+    wait "${PIDS[@]}" 2>/dev/null || true
     local p99s
     p99s=$(awk '/^  (connect|first_frame|history|removal) / {printf "%s=%s ", $1, $4}' "$log.txt")
     printf '%s run %s: steady relay %.3f cores, load %.3f; %s; %s; p99 ms %s\n' "$label" "$n" \

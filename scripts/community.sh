@@ -57,20 +57,8 @@ ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 KEYS_ROOT=$(mktemp -d)
 trap 'stop_relays; rm -rf "$KEYS_ROOT"' EXIT
 
-# start_auth_server KEYS LOG: `moq auth serve` on AUTH_PORT, ready once it accepts.
-start_auth_server() {
-    ${RELAY_CPU[@]+"${RELAY_CPU[@]}"} "$MOQ" auth serve --listen "127.0.0.1:$AUTH_PORT" --key-dir "$1" --revalidate 1s \
-        --expires 1h >>"$2" 2>&1 &
-    PIDS+=("$!")
-    for _ in $(seq 1 200); do
-        if (exec 3<>"/dev/tcp/127.0.0.1/$AUTH_PORT") 2>/dev/null; then
-            return 0
-        fi
-        sleep 0.05
-    done
-    echo "moq auth serve did not start; see $2" >&2
-    exit 1
-}
+# shellcheck source=lib/auth-server.sh
+. scripts/lib/auth-server.sh
 
 # start_community_relay KIND KEYS: a fresh relay of KIND deciding access from KEYS (not
 # relays.sh's cluster member); sets RELAY_PID.
