@@ -31,15 +31,7 @@ pub(super) async fn member(i: usize, plan: &Plan) {
     Recorder::bump(&recorder.attempted, 1);
     let removable = plan.removal.is_removed(i);
     let channels = plan.layout.channels_of(i);
-    let url = match &plan.credentials {
-        Some(credentials) => {
-            match credentials.member(&plan.layout.subscribe_patterns(i), removable) {
-                Ok(token) => plan.member_url(kind, Some(&token)),
-                Err(_) => return recorder.errors.count("token"),
-            }
-        }
-        None => plan.member_url(kind, None),
-    };
+    let url = plan.member_url(i, kind);
     let started = plan.clock.now_ns();
     let deadline = tokio::time::Instant::now() + plan.timeout;
     let origin = Origin::new();
