@@ -10,6 +10,7 @@
 #   MEMBERS=2000 AGENTS=200 PAIRS=1 scripts/community.sh  # a quick run
 #   AUTH=url scripts/community.sh                         # Starling asks `moq auth serve` too
 #   PIN=1 scripts/community.sh                            # relay on CPU 0, load generator on CPU 1
+#   RELAY_ARGS="--max-lag-ms 100" scripts/community.sh    # extra flags for Starling's relay
 #
 # Access: every token is verified against a key directory the load generator writes. moq-relay
 # 0.17 only decides through an auth server, so it runs with --auth-url pointed at
@@ -72,9 +73,11 @@ start_community_relay() {
                 start_auth_server "$keys" "$OUT/auth-$kind-$pair.log"
                 auth=(--auth-url "$auth_url")
             fi
+            # RELAY_ARGS is split into flags on purpose.
+            # shellcheck disable=SC2086
             ${RELAY_CPU[@]+"${RELAY_CPU[@]}"} "$STARLING" relay --bind "127.0.0.1:$PORT" --tls-generate localhost \
                 --internal-listen "127.0.0.1:$((PORT + 1))" --log warn "${auth[@]}" \
-                >>"$log" 2>&1 &
+                ${RELAY_ARGS:-} >>"$log" 2>&1 &
             ;;
         moq-relay)
             start_auth_server "$keys" "$OUT/auth-$kind-$pair.log"
@@ -129,6 +132,9 @@ rm -rf "$KEYS_ROOT"
     echo "$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr)."
     echo "Starling $(git rev-parse --short HEAD) (release), moq-relay 0.17.10 (release, cargo install)."
     echo "$PAIRS pairs, alternating; Starling access: $AUTH; ratios are Starling/moq-relay."
+    if [ -n "${RELAY_ARGS:-}" ]; then
+        echo "Starling's relay also ran with: $RELAY_ARGS"
+    fi
     if [ "${PIN:-0}" = 1 ]; then
         echo "Pinned: the relay (and its auth server) on CPU 0, the load generator on CPU 1."
     fi

@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use crate::overload::{self, Lag};
+
 /// Most sources tracked at once; past it, new sources are refused until idle ones age out.
 pub const MAX_SOURCES: usize = 65_536;
 
@@ -33,6 +35,9 @@ pub struct AdmissionLimits {
     pub handshakes_per_second_per_source: u32,
     /// Loopback sources skip the per-source bounds (local load generators, sidecars).
     pub exempt_loopback: bool,
+    /// Refuse new connections while the runtime runs this late ([`crate::overload`]);
+    /// `None`: never on lag.
+    pub max_lag: Option<Duration>,
 }
 
 impl Default for AdmissionLimits {
@@ -44,6 +49,7 @@ impl Default for AdmissionLimits {
             max_sessions_per_source: 256,
             handshakes_per_second_per_source: 64,
             exempt_loopback: true,
+            max_lag: None,
         }
     }
 }
@@ -59,14 +65,17 @@ pub enum Refusal {
     SourceRate,
     /// The source table is full of live sources.
     Sources,
+    /// The runtime runs later than `max_lag`: the host is overloaded.
+    Overload,
 }
 
 impl Refusal {
-    pub const ALL: [Refusal; 4] = [
+    pub const ALL: [Refusal; 5] = [
         Refusal::Sessions,
         Refusal::SourceSessions,
         Refusal::SourceRate,
         Refusal::Sources,
+        Refusal::Overload,
     ];
 
     /// The label metrics use.
@@ -76,6 +85,7 @@ impl Refusal {
             Refusal::SourceSessions => "source_sessions",
             Refusal::SourceRate => "source_rate",
             Refusal::Sources => "sources",
+            Refusal::Overload => "lag",
         }
     }
 
@@ -127,7 +137,8 @@ const SWEEP_EVERY: Duration = Duration::from_millis(100);
 pub struct Admission {
     limits: AdmissionLimits,
     state: Mutex<State>,
-    refused: [AtomicU64; 4],
+    refused: [AtomicU64; 5],
+    lag: Lag,
 }
 
 impl Admission {
@@ -136,7 +147,26 @@ impl Admission {
             limits,
             state: Mutex::new(State::default()),
             refused: Default::default(),
+            lag: Lag::new(Instant::now()),
         })
+    }
+
+    /// Start measuring the runtime's lag when a bound on it is set (on the current runtime,
+    /// until the admission is dropped).
+    pub fn start_lag_probe(self: &Arc<Self>) {
+        if self.limits.max_lag.is_some() {
+            overload::spawn_probe(Arc::downgrade(self), |admission| &admission.lag);
+        }
+    }
+
+    /// The runtime's lag at `now`, as the probe last measured it.
+    pub fn lag(&self, now: Instant) -> Duration {
+        self.lag.at(now)
+    }
+
+    /// Feed the lag directly (tests; the probe does it in a relay).
+    pub fn lag_gauge(&self) -> &Lag {
+        &self.lag
     }
 
     pub fn limits(&self) -> AdmissionLimits {
@@ -157,6 +187,9 @@ impl Admission {
 
     fn try_admit(&self, ip: IpAddr, now: Instant) -> Result<Option<SourceKey>, Refusal> {
         let limits = &self.limits;
+        if limits.max_lag.is_some_and(|max| self.lag.at(now) > max) {
+            return Err(Refusal::Overload);
+        }
         let mut state = self.state.lock();
         if state.sessions >= limits.max_sessions {
             return Err(Refusal::Sessions);
@@ -224,7 +257,7 @@ impl Admission {
     }
 
     /// Refusals so far, by reason.
-    pub fn refused(&self) -> [(Refusal, u64); 4] {
+    pub fn refused(&self) -> [(Refusal, u64); 5] {
         Refusal::ALL.map(|r| (r, self.refused[r.index()].load(Ordering::Relaxed)))
     }
 }
@@ -252,6 +285,7 @@ mod tests {
             max_sessions_per_source: 3,
             handshakes_per_second_per_source: 4,
             exempt_loopback: true,
+            max_lag: None,
         }
     }
 
@@ -334,6 +368,34 @@ mod tests {
             SourceKey::of(ip("::ffff:192.0.2.5")),
             SourceKey::of(ip("192.0.2.5"))
         );
+    }
+
+    #[test]
+    fn a_lagging_runtime_refuses_until_the_lag_decays() {
+        let gate = Admission::new(AdmissionLimits {
+            max_lag: Some(Duration::from_millis(200)),
+            ..limits()
+        });
+        let start = Instant::now();
+        assert!(gate.admit(ip("127.0.0.1"), start).is_ok());
+        gate.lag_gauge().expect(start);
+        gate.lag_gauge().fired(start + Duration::from_millis(500));
+        let busy = start + Duration::from_millis(500);
+        assert_eq!(
+            gate.admit(ip("127.0.0.1"), busy).unwrap_err(),
+            Refusal::Overload,
+            "loopback is not exempt from the host's own load"
+        );
+        assert_eq!(gate.refused()[4], (Refusal::Overload, 1));
+        // Two half-lives on, 125 ms: admitted again.
+        assert!(gate
+            .admit(ip("127.0.0.1"), busy + Duration::from_millis(500))
+            .is_ok());
+        // Without a bound, lag never refuses.
+        let open = Admission::new(limits());
+        open.lag_gauge().expect(start);
+        open.lag_gauge().fired(busy);
+        assert!(open.admit(ip("127.0.0.1"), busy).is_ok());
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod dial;
 pub mod host;
 pub mod http;
 pub mod http_server;
+pub mod overload;
 pub mod qmux;
 pub mod quic;
 pub mod server;

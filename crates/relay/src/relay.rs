@@ -108,6 +108,7 @@ impl Relay {
         let cache_budget = config.cache_budget.resolve(crate::memory_limit());
         tracing::info!(bytes = cache_budget, "relay-wide cache budget");
         let admission = starling_net::Admission::new(config.admission);
+        admission.start_lag_probe();
         let metrics = RelayMetrics::new(cache_budget, admission.clone());
         let internal = match config.internal_listen {
             Some(addr) => Some(

@@ -93,6 +93,7 @@ fn admission(max_sessions: usize, per_source_rate: u32) -> starling_net::Admissi
         handshakes_per_second_per_source: per_source_rate,
         // The tests run over loopback: apply the per-source bounds to it too.
         exempt_loopback: false,
+        max_lag: None,
     }
 }
 

@@ -60,6 +60,11 @@ pub struct RelayArgs {
     /// load generators and sidecars).
     #[arg(long)]
     limit_loopback: bool,
+    /// Refuse new connections (QUIC CONNECTION_REFUSED, HTTP 503) while the relay's runtime
+    /// runs this many milliseconds late, so a burst past what the host can serve is refused
+    /// at the door instead of slowing every admitted session (off by default).
+    #[arg(long)]
+    max_lag_ms: Option<u64>,
     /// HTTP connections open at once; one more is answered 503 (default 4096).
     #[arg(long)]
     max_http_connections: Option<usize>,
@@ -222,6 +227,7 @@ struct FileLimits {
     max_sessions_per_ip: Option<usize>,
     max_handshakes_per_ip: Option<u32>,
     limit_loopback: Option<bool>,
+    max_lag_ms: Option<u64>,
     max_http_connections: Option<usize>,
     max_fetches: Option<usize>,
     max_event_clients: Option<usize>,
@@ -372,6 +378,9 @@ fn build(args: RelayArgs) -> anyhow::Result<RelayConfig> {
     }
     if let Some(max) = args.max_sessions_per_ip.or(file.limits.max_sessions_per_ip) {
         admission.max_sessions_per_source = max;
+    }
+    if let Some(ms) = args.max_lag_ms.or(file.limits.max_lag_ms) {
+        admission.max_lag = Some(std::time::Duration::from_millis(ms));
     }
     if let Some(rate) = args
         .max_handshakes_per_ip
@@ -703,7 +712,7 @@ mod tests {
         let file = dir.join("relay.toml");
         std::fs::write(
             &file,
-            "bind = \"127.0.0.1:5000\"\nversions = [\"moq-lite-05\"]\ncache_track_bytes = 1024\ncache_budget = \"512MiB\"\n[tls]\ngenerate = [\"relay.test\"]\n[limits]\nmax_sessions = 100\nmax_handshakes_per_ip = 5\nmax_fetches = 9\nreceive_window = \"48MiB\"\n",
+            "bind = \"127.0.0.1:5000\"\nversions = [\"moq-lite-05\"]\ncache_track_bytes = 1024\ncache_budget = \"512MiB\"\n[tls]\ngenerate = [\"relay.test\"]\n[limits]\nmax_sessions = 100\nmax_handshakes_per_ip = 5\nmax_lag_ms = 750\nmax_fetches = 9\nreceive_window = \"48MiB\"\n",
         )
         .unwrap();
         let config = build(RelayArgs {
@@ -721,6 +730,10 @@ mod tests {
         assert_eq!(config.admission.max_sessions, 100);
         assert_eq!(config.admission.handshakes_per_second_per_source, 5);
         assert!(config.admission.exempt_loopback);
+        assert_eq!(
+            config.admission.max_lag,
+            Some(std::time::Duration::from_millis(750))
+        );
         assert_eq!(config.http_api.max_fetches, 9);
         assert_eq!(config.receive_windows.connection, 48 << 20);
         assert!(matches!(config.tls, TlsSource::Generate(ref h) if h == &["relay.test"]));
