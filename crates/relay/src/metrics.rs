@@ -233,6 +233,15 @@ impl RelayMetrics {
                 "Connections holding an admission slot (sessions and handshakes in progress)",
                 admitted,
             );
+            if admission.limits().max_lag.is_some() {
+                let lag: Gauge = Gauge::default();
+                lag.set(admission.lag(std::time::Instant::now()).as_micros() as i64);
+                registry.register(
+                    "runtime_lag_microseconds",
+                    "How late the runtime runs a timer now (measured while --max-lag-ms is set)",
+                    lag,
+                );
+            }
         }
 
         // Live sessions: gauges by transport and version, and their data counters.
