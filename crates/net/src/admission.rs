@@ -138,7 +138,7 @@ pub struct Admission {
     limits: AdmissionLimits,
     state: Mutex<State>,
     refused: [AtomicU64; 5],
-    lag: Lag,
+    lag: Arc<Lag>,
 }
 
 impl Admission {
@@ -147,15 +147,15 @@ impl Admission {
             limits,
             state: Mutex::new(State::default()),
             refused: Default::default(),
-            lag: Lag::new(Instant::now()),
+            lag: Arc::new(Lag::new(Instant::now())),
         })
     }
 
     /// Start measuring the runtime's lag when a bound on it is set (on the current runtime,
     /// until the admission is dropped).
-    pub fn start_lag_probe(self: &Arc<Self>) {
+    pub fn start_lag_probe(&self) {
         if self.limits.max_lag.is_some() {
-            overload::spawn_probe(Arc::downgrade(self), |admission| &admission.lag);
+            overload::spawn_probe(Arc::downgrade(&self.lag));
         }
     }
 

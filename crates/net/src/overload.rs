@@ -84,20 +84,18 @@ impl Lag {
     }
 }
 
-/// Run the probe on the current runtime until `owner` is dropped, feeding `lag` of it.
-pub fn spawn_probe<T: Send + Sync + 'static>(owner: Weak<T>, lag: fn(&T) -> &Lag) {
+/// Run the probe on the current runtime, feeding `lag` until it is dropped.
+pub fn spawn_probe(lag: Weak<Lag>) {
     tokio::spawn(async move {
         loop {
             let due = tokio::time::Instant::now() + PROBE_PERIOD;
-            match owner.upgrade() {
-                Some(owner) => lag(&owner).expect(due.into_std()),
-                None => return,
-            }
+            let Some(gauge) = lag.upgrade() else { return };
+            gauge.expect(due.into_std());
+            // Not held across the wait, so dropping the owner ends the probe.
+            drop(gauge);
             tokio::time::sleep_until(due).await;
-            match owner.upgrade() {
-                Some(owner) => lag(&owner).fired(Instant::now()),
-                None => return,
-            }
+            let Some(gauge) = lag.upgrade() else { return };
+            gauge.fired(Instant::now());
         }
     });
 }
@@ -137,13 +135,12 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn the_probe_reports_a_runtime_held_busy() {
-        struct Owner(Lag);
-        let owner = std::sync::Arc::new(Owner(Lag::new(Instant::now())));
-        spawn_probe(std::sync::Arc::downgrade(&owner), |o| &o.0);
+        let lag = std::sync::Arc::new(Lag::new(Instant::now()));
+        spawn_probe(std::sync::Arc::downgrade(&lag));
         tokio::task::yield_now().await;
         // The runtime's only worker is held busy for 300 ms (the blocking is the load under
         // test, not a wait), so the probe cannot run when due.
         std::thread::sleep(300 * MS);
-        assert!(owner.0.at(Instant::now()) >= 250 * MS);
+        assert!(lag.at(Instant::now()) >= 250 * MS);
     }
 }
