@@ -107,6 +107,13 @@ impl Transport for AnyTransport {
         }
     }
 
+    fn set_receive_window(&self, bytes: u64) {
+        match self {
+            AnyTransport::Quic(t) => t.set_receive_window(bytes),
+            AnyTransport::Qmux(t) => t.set_receive_window(bytes),
+        }
+    }
+
     fn close(&self, code: u32, reason: &str) {
         match self {
             AnyTransport::Quic(t) => t.close(code, reason),

@@ -268,6 +268,11 @@ impl Transport for QuicTransport {
         Some(u64::try_from(self.shared.session.rtt().as_millis()).unwrap_or(u64::MAX))
     }
 
+    fn set_receive_window(&self, bytes: u64) {
+        self.conn()
+            .set_receive_window(quinn::VarInt::from_u64(bytes).unwrap_or(quinn::VarInt::MAX));
+    }
+
     fn close(&self, code: u32, reason: &str) {
         self.shared.closed_locally.store(true, Ordering::Release);
         self.shared.session.close(code, reason.as_bytes());

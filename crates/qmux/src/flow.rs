@@ -23,6 +23,19 @@ impl RecvCredit {
         }
     }
 
+    /// Change the window. A larger one is advertised at once (`true`: a larger maximum is
+    /// due); a smaller one takes effect as the application reads, since credit already
+    /// advertised cannot be taken back.
+    pub(crate) fn set_window(&mut self, window: u64) -> bool {
+        self.window = window;
+        let next = self.consumed.saturating_add(window).min(crate::varint::MAX);
+        if next > self.max {
+            self.max = next;
+            return true;
+        }
+        false
+    }
+
     /// Record `n` more bytes consumed; `true` when a larger maximum is now due.
     pub(crate) fn consume(&mut self, n: u64) -> bool {
         self.consumed = self.consumed.saturating_add(n);
@@ -52,5 +65,21 @@ mod tests {
         assert!(c.consume(1));
         assert_eq!(c.max, 151);
         assert!(!c.consume(0));
+    }
+
+    #[test]
+    fn a_grown_window_is_advertised_at_once_and_a_shrunk_one_as_it_is_read() {
+        let mut c = RecvCredit::new(100);
+        assert!(c.consume(60));
+        assert_eq!(c.max, 160);
+        assert!(c.set_window(400), "grown: advertised now");
+        assert_eq!(c.max, 460);
+        assert!(!c.set_window(50), "shrunk: nothing taken back");
+        assert_eq!(c.max, 460);
+        // Credit grows again only once consumption comes within half the new window.
+        assert!(!c.consume(300));
+        assert_eq!(c.max, 460);
+        assert!(c.consume(90));
+        assert_eq!(c.max, 500);
     }
 }

@@ -11,6 +11,15 @@ use crate::streams::{RecvHalf, RecvState, SendHalf, SendState, Stream};
 use crate::version::{Dir, StreamId};
 
 impl Connection {
+    /// Change the connection's receive window (MAX_DATA kept this far ahead of what the
+    /// application read). Growing it queues a MAX_DATA now; shrinking it withholds credit
+    /// until reading catches up, as credit already advertised cannot be taken back.
+    pub fn set_receive_window(&mut self, window: u64) {
+        if self.conn_credit.set_window(window) {
+            self.pending_max_data = true;
+        }
+    }
+
     /// Open a stream, if the peer's MAX_STREAMS allows one more.
     pub fn open(&mut self, dir: Dir) -> Result<StreamId, StreamError> {
         self.check_open()?;

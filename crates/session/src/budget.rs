@@ -10,15 +10,23 @@
 //! Among equals, the reader asking for room is the one evicted, except between header-less
 //! streams: there the oldest goes, so a fresh stream whose header is still in its first chunk
 //! is not refused by streams that never completed theirs.
+//!
+//! A budget may also draw on the relay-wide [`ReceivePool`]: then every charge is a charge on
+//! the pool too, the connection's transport window is granted by the pool (grown as the
+//! readers consume, shrunk by the pool's reclaim passes, applied through the sink the session
+//! installs), and the pool may evict this connection's units past its window to keep the
+//! relay-wide total (`pool.rs`).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Instant;
 
 use parking_lot::Mutex;
 use starling_proto::StreamCode;
 
+use crate::pool::{Borrower, Candidate, ReceivePool};
 use crate::stop::Stop;
 
 /// How much a reader's buffered bytes are worth keeping.
@@ -69,11 +77,123 @@ impl Hasher for IdHasher {
     }
 }
 
-#[derive(Debug)]
+/// Applies a connection's receive window to its transport.
+pub type WindowSink = Box<dyn Fn(u64) + Send + Sync>;
+
+/// A budget's share of the relay-wide pool.
+struct Pooled {
+    pool: ReceivePool,
+    /// The transport window the pool granted.
+    window: AtomicUsize,
+    /// Bytes the readers consumed (handed on, not held).
+    consumed: AtomicU64,
+    /// `consumed` when growth was last tried.
+    tried_at: AtomicU64,
+    /// Serializes applying the window, so the transport always ends with the latest.
+    sink: Mutex<Option<WindowSink>>,
+}
+
+impl Pooled {
+    fn apply(&self) {
+        if let Some(sink) = &*self.sink.lock() {
+            sink(self.window.load(Ordering::Acquire) as u64);
+        }
+    }
+}
+
 struct Inner {
     limit: usize,
     state: Mutex<State>,
     evictions: AtomicU64,
+    pooled: Option<Pooled>,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecvBudget")
+            .field("limit", &self.limit)
+            .field("pooled", &self.pooled.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(pooled) = &self.pooled {
+            pooled.pool.leave(pooled.window.load(Ordering::Acquire));
+        }
+    }
+}
+
+impl Borrower for Inner {
+    fn borrowed(&self, owner: usize, out: &mut Vec<Candidate>) -> usize {
+        let window = self
+            .pooled
+            .as_ref()
+            .map_or(usize::MAX, |p| p.window.load(Ordering::Acquire));
+        let state = self.state.lock();
+        if state.used <= window {
+            return 0;
+        }
+        out.extend(
+            state
+                .members
+                .iter()
+                .filter(|(_, m)| m.charged > 0)
+                .map(|(id, m)| Candidate {
+                    rank: m.rank,
+                    id: *id,
+                    owner,
+                }),
+        );
+        state.used - window
+    }
+
+    fn evict(&self, id: u64) -> usize {
+        let mut state = self.state.lock();
+        let Some(member) = state.members.remove(&id) else {
+            return 0;
+        };
+        state.used -= member.charged;
+        drop(state);
+        if let Some(pooled) = &self.pooled {
+            pooled.pool.release(member.charged);
+        }
+        self.evictions.fetch_add(1, Ordering::Relaxed);
+        member.evict.stop(StreamCode::Evicted);
+        member.charged
+    }
+
+    fn consumed(&self) -> u64 {
+        self.pooled
+            .as_ref()
+            .map_or(0, |p| p.consumed.load(Ordering::Relaxed))
+    }
+
+    fn window(&self) -> usize {
+        self.pooled
+            .as_ref()
+            .map_or(0, |p| p.window.load(Ordering::Acquire))
+    }
+
+    fn halve(&self, floor: usize) -> usize {
+        let Some(pooled) = &self.pooled else {
+            return 0;
+        };
+        let before = pooled
+            .window
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                let smaller = (w / 2).max(floor);
+                (smaller < w).then_some(smaller)
+            });
+        match before {
+            Ok(window) => {
+                pooled.apply();
+                window - (window / 2).max(floor)
+            }
+            Err(_) => 0,
+        }
+    }
 }
 
 /// One connection's receive budget, read for metrics and status pages.
@@ -87,6 +207,8 @@ pub struct BudgetStats {
     pub peak: usize,
     /// Streams evicted to make room.
     pub evicted: u64,
+    /// The transport window the relay-wide pool granted (0 without a pool).
+    pub window: usize,
 }
 
 impl BudgetStats {
@@ -106,14 +228,88 @@ impl RecvBudget {
             limit,
             state: Mutex::new(State::default()),
             evictions: AtomicU64::new(0),
+            pooled: None,
         }))
+    }
+
+    /// A budget of `limit` that also draws on `pool`, joining it with the pool's initial
+    /// window.
+    pub fn pooled(limit: usize, pool: &ReceivePool) -> Self {
+        let inner = Arc::new(Inner {
+            limit,
+            state: Mutex::new(State::default()),
+            evictions: AtomicU64::new(0),
+            pooled: Some(Pooled {
+                pool: pool.clone(),
+                window: AtomicUsize::new(0),
+                consumed: AtomicU64::new(0),
+                tried_at: AtomicU64::new(0),
+                sink: Mutex::new(None),
+            }),
+        });
+        let weak: Weak<Inner> = Arc::downgrade(&inner);
+        let window = pool.join(weak);
+        if let Some(pooled) = &inner.pooled {
+            pooled.window.store(window, Ordering::Release);
+        }
+        RecvBudget(inner)
+    }
+
+    /// Apply the pool's window to the transport through `sink`: once now, then whenever it
+    /// changes. Without a pool, nothing.
+    pub fn on_window(&self, sink: impl Fn(u64) + Send + Sync + 'static) {
+        if let Some(pooled) = &self.0.pooled {
+            *pooled.sink.lock() = Some(Box::new(sink));
+            pooled.apply();
+        }
+    }
+
+    /// Readers handed on `bytes` (a unit completed, or a piece of a large frame passed
+    /// through). With a pool, a connection that consumed half its window since growth was
+    /// last tried asks the pool for twice the window.
+    pub fn consume(&self, bytes: usize) {
+        self.consume_at(bytes, Instant::now);
+    }
+
+    /// As [`consume`](Self::consume), reading the time (for the pool's reclaim pass) from
+    /// `now` only when growth is tried.
+    pub fn consume_at(&self, bytes: usize, now: impl FnOnce() -> Instant) {
+        let Some(pooled) = &self.0.pooled else {
+            return;
+        };
+        let consumed = pooled.consumed.fetch_add(bytes as u64, Ordering::Relaxed) + bytes as u64;
+        let tried = pooled.tried_at.load(Ordering::Relaxed);
+        let window = pooled.window.load(Ordering::Acquire);
+        if consumed.saturating_sub(tried) * 2 < window as u64
+            || window >= pooled.pool.range().max
+            || pooled
+                .tried_at
+                .compare_exchange(tried, consumed, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+        {
+            return;
+        }
+        let Some(grown) = pooled.pool.grow(window, now()) else {
+            return;
+        };
+        if pooled
+            .window
+            .compare_exchange(window, grown, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            pooled.apply();
+        } else {
+            // A reclaim pass halved it meanwhile: give back what was taken for the growth.
+            pooled.pool.leave(grown - window);
+        }
     }
 
     /// A new reader's account, starting at `rank`.
     pub fn account(&self, rank: Rank) -> Account {
         let evict = Arc::new(Stop::default());
+        let pool_id = self.0.pooled.as_ref().map(|p| p.pool.next_id());
         let mut state = self.0.state.lock();
-        let id = state.next_id;
+        let id = pool_id.unwrap_or(state.next_id);
         state.next_id += 1;
         state.members.insert(
             id,
@@ -135,7 +331,7 @@ impl RecvBudget {
         self.0.state.lock().used
     }
 
-    /// Held, limit, peak and evictions, read at once.
+    /// Held, limit, peak, evictions and window, read at once.
     pub fn stats(&self) -> BudgetStats {
         let state = self.0.state.lock();
         BudgetStats {
@@ -143,6 +339,7 @@ impl RecvBudget {
             limit: self.0.limit,
             peak: state.peak,
             evicted: self.0.evictions.load(Ordering::Relaxed),
+            window: Borrower::window(&*self.0),
         }
     }
 
@@ -161,56 +358,83 @@ pub struct Account {
 }
 
 impl Account {
-    /// Charge `bytes`, evicting lower-ranked readers if needed; false (nothing charged) when
-    /// this reader is itself the one to evict.
+    /// Charge `bytes`, evicting lower-ranked readers if needed (on this connection, then,
+    /// with a pool, relay-wide); false (nothing charged) when this reader is itself the one
+    /// to evict.
     pub fn try_charge(&self, bytes: usize) -> bool {
         let inner = &self.budget.0;
-        let mut state = inner.state.lock();
+        let mut made_room = false;
         loop {
+            let mut state = inner.state.lock();
             // An evicted reader (its pending read can still win a race with the eviction)
             // charges nothing: with no member entry, those bytes would never come back.
             let Some(my_rank) = state.members.get(&self.id).map(|m| m.rank) else {
                 return false;
             };
-            if state.used + bytes <= inner.limit {
-                state.used += bytes;
-                state.peak = state.peak.max(state.used);
-                if let Some(me) = state.members.get_mut(&self.id) {
-                    me.charged += bytes;
+            if state.used + bytes > inner.limit {
+                let victim = state
+                    .members
+                    .iter()
+                    .filter(|(id, m)| {
+                        **id != self.id
+                            && m.charged > 0
+                            && crate::pool::outranked(m.rank, **id, my_rank, self.id)
+                    })
+                    .min_by_key(|(id, m)| (m.rank, **id))
+                    .map(|(id, _)| *id);
+                inner.evictions.fetch_add(1, Ordering::Relaxed);
+                let Some(victim) = victim else {
+                    return false;
+                };
+                let member = state.members.remove(&victim).expect("victim is a member");
+                state.used -= member.charged;
+                if let Some(pooled) = &inner.pooled {
+                    pooled.pool.release(member.charged);
                 }
-                return true;
+                member.evict.stop(StreamCode::Evicted);
+                continue;
             }
-            let victim = state
-                .members
-                .iter()
-                .filter(|(id, m)| {
-                    **id != self.id
-                        && m.charged > 0
-                        && (m.rank < my_rank
-                            || (m.rank == Rank::Unknown
-                                && my_rank == Rank::Unknown
-                                && **id < self.id))
-                })
-                .min_by_key(|(id, m)| (m.rank, **id))
-                .map(|(id, _)| *id);
-            inner.evictions.fetch_add(1, Ordering::Relaxed);
-            let Some(victim) = victim else {
-                return false;
+            let pooled = match &inner.pooled {
+                Some(pooled) if !pooled.pool.try_hold(bytes) => pooled,
+                _ => {
+                    state.used += bytes;
+                    state.peak = state.peak.max(state.used);
+                    if let Some(me) = state.members.get_mut(&self.id) {
+                        me.charged += bytes;
+                    }
+                    return true;
+                }
             };
-            let member = state.members.remove(&victim).expect("victim is a member");
-            state.used -= member.charged;
-            member.evict.stop(StreamCode::Evicted);
+            // The relay-wide total is full.
+            if made_room {
+                inner.evictions.fetch_add(1, Ordering::Relaxed);
+                pooled.pool.count_refusal();
+                return false;
+            }
+            let entitled = state.used + bytes <= pooled.window.load(Ordering::Acquire);
+            drop(state);
+            pooled.pool.make_room(bytes, my_rank, self.id, entitled);
+            made_room = true;
         }
     }
 
     /// Return `bytes` to the budget.
     pub fn release(&self, bytes: usize) {
-        let mut state = self.budget.0.state.lock();
+        let inner = &self.budget.0;
+        let mut state = inner.state.lock();
         if let Some(me) = state.members.get_mut(&self.id) {
             let bytes = bytes.min(me.charged);
             me.charged -= bytes;
             state.used -= bytes;
+            if let Some(pooled) = &inner.pooled {
+                pooled.pool.release(bytes);
+            }
         }
+    }
+
+    /// This reader handed on `bytes` (see [`RecvBudget::consume`]).
+    pub fn consume(&self, bytes: usize) {
+        self.budget.consume(bytes);
     }
 
     pub fn set_rank(&self, rank: Rank) {
@@ -231,9 +455,13 @@ impl Account {
 
 impl Drop for Account {
     fn drop(&mut self) {
-        let mut state = self.budget.0.state.lock();
+        let inner = &self.budget.0;
+        let mut state = inner.state.lock();
         if let Some(me) = state.members.remove(&self.id) {
             state.used -= me.charged;
+            if let Some(pooled) = &inner.pooled {
+                pooled.pool.release(me.charged);
+            }
         }
     }
 }

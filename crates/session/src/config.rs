@@ -10,6 +10,9 @@ use starling_proto::Path;
 pub struct SessionLimits {
     /// Bytes of incomplete messages and frames buffered across all streams.
     pub recv_budget: usize,
+    /// The relay-wide receive pool this session's budget and transport window draw on;
+    /// `None`: the budget stands alone and the transport keeps its configured window.
+    pub recv_pool: Option<crate::ReceivePool>,
     /// Body limit for control messages (SUBSCRIBE, TRACK, announcements …).
     pub max_control_message: usize,
     /// Subscriptions the peer may hold open with us at once.
@@ -41,6 +44,7 @@ impl Default for SessionLimits {
     fn default() -> Self {
         SessionLimits {
             recv_budget: 64 << 20,
+            recv_pool: None,
             max_control_message: 64 << 10,
             max_served_subscriptions: 4096,
             max_announce_interests: 1024,

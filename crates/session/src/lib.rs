@@ -14,6 +14,7 @@ mod future_set;
 mod gate;
 mod ietf;
 mod inflight;
+mod pool;
 mod publisher;
 mod reader;
 mod session;
@@ -21,8 +22,9 @@ mod stop;
 mod subscriber;
 mod writer;
 
-pub use budget::{Account, BudgetStats, Rank, RecvBudget};
+pub use budget::{Account, BudgetStats, Rank, RecvBudget, WindowSink};
 pub use config::{random_hop, Access, SessionConfig, SessionLimits};
 pub use error::Error;
 pub use frames::WHOLE_FRAME_BYTES;
+pub use pool::{PoolStats, ReceivePool, WindowRange, RECLAIM_EVERY};
 pub use session::{Accepting, ClientSetup, PeerSetup, Session, SessionStats};

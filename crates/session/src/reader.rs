@@ -148,7 +148,9 @@ impl<R: RecvStream> Reader<R> {
     ) -> Result<Option<T>, Error> {
         loop {
             if !self.buf.is_empty() {
+                let before = self.buf.len();
                 if let Some(value) = step(&mut self.buf, self.version)? {
+                    self.account.consume(before - self.buf.len());
                     self.settle();
                     return Ok(Some(value));
                 }
@@ -211,6 +213,7 @@ impl<R: RecvStream> Reader<R> {
         }
         self.expected = None;
         let payload = self.buf.split_to(size).freeze();
+        self.account.consume(size);
         self.settle();
         Ok(payload)
     }
@@ -230,6 +233,7 @@ impl<R: RecvStream> Reader<R> {
         let held = self.buf.len().min(size);
         if held > 0 {
             sink(&self.buf[..held])?;
+            self.account.consume(held);
             let _ = self.buf.split_to(held);
             self.settle();
         }
@@ -247,12 +251,14 @@ impl<R: RecvStream> Reader<R> {
             if chunk.len() > remaining {
                 // More than asked for: keep what follows the payload for the next unit.
                 sink(&chunk[..remaining])?;
+                self.account.consume(remaining);
                 let rest = &chunk[remaining..];
                 self.grow(rest.len())?;
                 self.buf.extend_from_slice(rest);
                 break;
             }
             sink(&chunk)?;
+            self.account.consume(chunk.len());
             remaining -= chunk.len();
         }
         Ok(())

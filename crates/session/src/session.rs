@@ -793,8 +793,17 @@ impl<T: Transport> Session<T> {
             None => (None, None),
         };
         let max_requests = config.limits.max_requests;
+        let budget = match &config.limits.recv_pool {
+            Some(pool) => {
+                let budget = RecvBudget::pooled(config.limits.recv_budget, pool);
+                let window = transport.clone();
+                budget.on_window(move |bytes| window.set_receive_window(bytes));
+                budget
+            }
+            None => RecvBudget::new(config.limits.recv_budget),
+        };
         let shared = Arc::new(Shared {
-            budget: RecvBudget::new(config.limits.recv_budget),
+            budget,
             transport,
             version,
             peer,

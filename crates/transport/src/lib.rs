@@ -63,6 +63,12 @@ pub trait Transport: Clone + Send + Sync + 'static {
         None
     }
 
+    /// Change how many bytes the peer may have in flight to us unread on this connection
+    /// (the connection-level receive window). Growing takes effect at once; shrinking as
+    /// the application reads, since credit already given cannot be taken back. Bindings
+    /// without connection-level flow control ignore it.
+    fn set_receive_window(&self, _bytes: u64) {}
+
     /// Close the whole session with a moq-lite session code.
     fn close(&self, code: u32, reason: &str);
     /// Resolves once the session is closed, by either side.

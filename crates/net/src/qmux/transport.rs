@@ -195,6 +195,12 @@ impl Transport for QmuxTransport {
         Some(u64::try_from(rtt.as_millis()).unwrap_or(u64::MAX))
     }
 
+    fn set_receive_window(&self, bytes: u64) {
+        let mut inner = self.shared().lock();
+        inner.conn.set_receive_window(bytes);
+        inner.process();
+    }
+
     fn close(&self, code: u32, reason: &str) {
         let mut inner = self.shared().lock();
         if inner.conn.close_reason().is_none() {
