@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Fuzz every target in fuzz/ with cargo-fuzz (libFuzzer, nightly toolchain), one after
-# another, for SECONDS each (default 60), or for RUNS executions each when RUNS is set.
+# another, for SECONDS each (default 60), or for RUNS executions each when RUNS is set. The
+# targets are found with `cargo fuzz list` (every [[bin]] of fuzz/Cargo.toml), so a new one
+# joins by itself; TARGETS picks some.
 # The seeds (golden encodings, crates/fuzzing/src/seeds.rs) are written into
 # fuzz/corpus/<target>/ first; what a run finds is merged back with libFuzzer's
 # -set_cover_merge=1 (the smallest set covering every feature), so the committed corpus stays
@@ -11,6 +13,12 @@
 #   scripts/fuzz.sh [SECONDS]              # every target, SECONDS each
 #   RUNS=10000000 scripts/fuzz.sh          # every target, 10 M executions each
 #   TARGETS="lite_message qmux_frames" scripts/fuzz.sh 300
+#   scripts/fuzz.sh --build                # only build every target, as a run builds it
+#
+# The nightly toolchain is installed when missing, and cargo-fuzz (a pinned version) into
+# $HOME/.cache/starling/cargo-fuzz-<version>/, so a fresh clone reuses it. `--build` is what
+# scripts/test.sh runs, so no target can stop compiling unnoticed; it shares its build
+# directories with the runs.
 #
 # Each target's executions and findings are appended to target/fuzz/summary.txt.
 #
@@ -26,14 +34,50 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+BUILD_ONLY=0
+if [ "${1:-}" = "--build" ]; then
+  BUILD_ONLY=1
+  shift
+fi
 SECONDS_EACH="${1:-60}"
-TARGETS="${TARGETS:-lite_message frame_header datagram qmux_frames qmux_params auth paths announce_stream legacy_setup ietf_control ietf_data session ietf_session}"
 OUT=target/fuzz
 mkdir -p "$OUT"
 
-if ! command -v cargo-fuzz >/dev/null; then
-  cargo install cargo-fuzz --locked
+if ! rustup toolchain list | grep -q '^nightly-'; then
+  rustup toolchain install nightly --profile minimal
 fi
+CARGO_FUZZ_VERSION=0.13.2
+CARGO_FUZZ_ROOT="${STARLING_CACHE:-$HOME/.cache/starling}/cargo-fuzz-$CARGO_FUZZ_VERSION"
+if [ ! -x "$CARGO_FUZZ_ROOT/bin/cargo-fuzz" ]; then
+  cargo install --locked "cargo-fuzz@$CARGO_FUZZ_VERSION" --root "$CARGO_FUZZ_ROOT"
+fi
+export PATH="$CARGO_FUZZ_ROOT/bin:$PATH"
+
+if [ -z "${TARGETS:-}" ]; then
+  TARGETS=$(cd fuzz && cargo +nightly fuzz list | tr '\n' ' ')
+fi
+TARGETS=${TARGETS% }
+
+# How a target is built and run: the session targets without a sanitizer, in a target
+# directory of their own, with short inputs and no leak detection (see above).
+flags() {
+  case $1 in
+    session|ietf_session) sanitizer=(-s none --target-dir ../target/fuzz-unsanitized); extra=(-detect_leaks=0); max_len=384 ;;
+    *) sanitizer=(); extra=(); max_len=4096 ;;
+  esac
+}
+
+if [ "$BUILD_ONLY" = 1 ]; then
+  cd fuzz
+  for target in $TARGETS; do
+    flags "$target"
+    echo "fuzz: building $target"
+    cargo +nightly fuzz build -O "${sanitizer[@]}" "$target"
+  done
+  echo "fuzz: built $(echo "$TARGETS" | wc -w) targets: $TARGETS"
+  exit 0
+fi
+
 cargo run -q -p starling-fuzzing --bin fuzz-seeds -- fuzz/corpus
 
 cd fuzz
@@ -45,10 +89,7 @@ for target in $TARGETS; do
   else
     limit=(-max_total_time="$SECONDS_EACH")
   fi
-  case $target in
-    session|ietf_session) sanitizer=(-s none --target-dir ../target/fuzz-unsanitized); extra=(-detect_leaks=0); max_len=384 ;;
-    *) sanitizer=(); extra=(); max_len=4096 ;;
-  esac
+  flags "$target"
   echo "=== $target (${RUNS:-${SECONDS_EACH}s})"
   started=$(date +%s)
   # New inputs go to a scratch directory; the committed corpus is read-only input here.

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh machine: installs the reference peers (cached under
 # $HOME/.cache/starling) and the browser suite's Chromium and npm packages, checks formatting
-# and lints, then runs every test. Every group runs to its end and every failing test binary
-# is reported (cargo's --no-fail-fast), so one failure cannot hide another; the exit status is
-# non-zero when any group failed.
+# and lints, builds every cargo-fuzz target, then runs every test. Every group runs to its
+# end and every failing test binary is reported (cargo's --no-fail-fast), so one failure
+# cannot hide another; the exit status is non-zero when any group failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -43,9 +43,28 @@ CACHE="${STARLING_CACHE:-$HOME/.cache/starling}"
 export STARLING_MOQ_RELAY="$CACHE/moq-relay-0.17.10/bin/moq-relay"
 export STARLING_MOQ_CLI="$CACHE/moq-cli-0.14.10/bin/moq"
 
+# Every cargo-fuzz target is built (nightly, exactly as scripts/fuzz.sh builds it to run it,
+# installing the nightly toolchain and cargo-fuzz when missing), so none can stop compiling
+# unnoticed. Beside the Rust groups, whose tests mostly wait on sockets and timers.
+scripts/fuzz.sh --build >target/fuzz-build.log 2>&1 &
+fuzz_build=$!
+
 group "cargo fmt" cargo fmt --all -- --check
 group "cargo clippy" cargo clippy --workspace --all-targets --locked -- -D warnings
 group "cargo test" cargo test --workspace --locked --no-fail-fast
+
+fuzz_build() {
+    local ok=0
+    wait "$fuzz_build" || ok=$?
+    if [ "$ok" -eq 0 ]; then
+        grep '^fuzz: built' target/fuzz-build.log
+    else
+        tail -n 60 target/fuzz-build.log
+        echo "(the whole log: target/fuzz-build.log)"
+    fi
+    return "$ok"
+}
+group "fuzz targets build" fuzz_build
 
 browser() {
     local ok=0
