@@ -6,6 +6,7 @@
 //! never panics; and what it decodes, encoded again, decodes to the same value.
 
 mod checks;
+mod http;
 mod ietf;
 mod seeds;
 mod session;
@@ -14,6 +15,7 @@ pub use checks::{
     announce_stream, auth, datagram, frame_header, legacy_setup, lite_message, paths, qmux_frames,
     qmux_params,
 };
+pub use http::http_request;
 pub use ietf::{ietf_control, ietf_data};
 pub use seeds::seeds;
 pub use session::{ietf_session, session};
@@ -37,4 +39,5 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("ietf_data", ietf_data),
     ("session", session),
     ("ietf_session", ietf_session),
+    ("http_request", http_request),
 ];

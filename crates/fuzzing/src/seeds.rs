@@ -170,6 +170,9 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
     for input in ietf_session_seeds() {
         out.push(("ietf_session", input));
     }
+    for input in crate::http::seeds() {
+        out.push(("http_request", input));
+    }
     out.push(("announce_stream", announce_stream_seed()));
     for input in legacy_setup_seeds() {
         out.push(("legacy_setup", input));
