@@ -236,6 +236,7 @@ fn small_window_relay() -> starling_relay::RelayConfig {
         receive_windows: starling_net::ReceiveWindows {
             connection: 1 << 20,
             stream: 128 << 10,
+            initial: None,
         },
         ..Default::default()
     }

@@ -67,15 +67,18 @@ pub enum Refusal {
     Sources,
     /// The runtime runs later than `max_lag`: the host is overloaded.
     Overload,
+    /// The relay-wide receive budget has no window left for one more connection.
+    ReceiveBudget,
 }
 
 impl Refusal {
-    pub const ALL: [Refusal; 5] = [
+    pub const ALL: [Refusal; 6] = [
         Refusal::Sessions,
         Refusal::SourceSessions,
         Refusal::SourceRate,
         Refusal::Sources,
         Refusal::Overload,
+        Refusal::ReceiveBudget,
     ];
 
     /// The label metrics use.
@@ -86,6 +89,7 @@ impl Refusal {
             Refusal::SourceRate => "source_rate",
             Refusal::Sources => "sources",
             Refusal::Overload => "lag",
+            Refusal::ReceiveBudget => "receive_budget",
         }
     }
 
@@ -132,13 +136,26 @@ struct State {
 
 const SWEEP_EVERY: Duration = Duration::from_millis(100);
 
+/// Whether the relay has room for one more connection's memory at a given time (the
+/// relay-wide receive budget's window for it).
+pub type RoomCheck = Box<dyn Fn(Instant) -> bool + Send + Sync>;
+
 /// The relay's admission gate, shared by every listener.
-#[derive(Debug)]
 pub struct Admission {
     limits: AdmissionLimits,
     state: Mutex<State>,
-    refused: [AtomicU64; 5],
+    refused: [AtomicU64; Refusal::ALL.len()],
     lag: Arc<Lag>,
+    room: std::sync::OnceLock<RoomCheck>,
+}
+
+impl std::fmt::Debug for Admission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Admission")
+            .field("limits", &self.limits)
+            .field("room", &self.room.get().is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Admission {
@@ -148,7 +165,14 @@ impl Admission {
             state: Mutex::new(State::default()),
             refused: Default::default(),
             lag: Arc::new(Lag::new(Instant::now())),
+            room: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Refuse connections, from every source, while `room` says the relay has no memory
+    /// for one more (counted `receive_budget`). Set once; later calls are ignored.
+    pub fn set_room(&self, room: RoomCheck) {
+        let _ = self.room.set(room);
     }
 
     /// Start measuring the runtime's lag when a bound on it is set (on the current runtime,
@@ -190,6 +214,9 @@ impl Admission {
         let limits = &self.limits;
         if limits.max_lag.is_some_and(|max| self.lag.at(now) > max) {
             return Err(Refusal::Overload);
+        }
+        if self.room.get().is_some_and(|room| !room(now)) {
+            return Err(Refusal::ReceiveBudget);
         }
         let mut state = self.state.lock();
         if state.sessions >= limits.max_sessions {
@@ -258,7 +285,7 @@ impl Admission {
     }
 
     /// Refusals so far, by reason.
-    pub fn refused(&self) -> [(Refusal, u64); 5] {
+    pub fn refused(&self) -> [(Refusal, u64); Refusal::ALL.len()] {
         Refusal::ALL.map(|r| (r, self.refused[r.index()].load(Ordering::Relaxed)))
     }
 }

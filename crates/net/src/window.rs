@@ -12,9 +12,13 @@ use crate::quic::QuicConfig;
 /// A connection's receive windows, in bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReceiveWindows {
+    /// The most one connection's window grows to.
     pub connection: u64,
     /// At most `connection` takes effect.
     pub stream: u64,
+    /// What a connection's window starts at, when something grows it later (the relay's
+    /// receive pool); `None`: it starts, and stays, at `connection`.
+    pub initial: Option<u64>,
 }
 
 impl Default for ReceiveWindows {
@@ -23,6 +27,7 @@ impl Default for ReceiveWindows {
         ReceiveWindows {
             connection: 64 << 20,
             stream: 8 << 20,
+            initial: None,
         }
     }
 }
@@ -33,13 +38,19 @@ impl ReceiveWindows {
         self.stream.min(self.connection)
     }
 
+    /// The connection window granted at the handshake.
+    pub fn starting(&self) -> u64 {
+        self.initial
+            .map_or(self.connection, |i| i.min(self.connection))
+    }
+
     pub fn apply_quic(&self, quic: &mut QuicConfig) {
-        quic.receive_window = self.connection;
+        quic.receive_window = self.starting();
         quic.stream_receive_window = self.stream();
     }
 
     pub fn apply_qmux(&self, config: &mut Config) {
-        config.max_data = self.connection;
+        config.max_data = self.starting();
         config.max_stream_data_bidi_local = self.stream();
         config.max_stream_data_bidi_remote = self.stream();
         config.max_stream_data_uni = self.stream();

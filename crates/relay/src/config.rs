@@ -35,12 +35,16 @@ pub struct RelayConfig {
     /// Cache and group bounds for every track the relay holds.
     pub model_limits: Limits,
     /// What every track's cache may hold together (`--cache-budget`).
-    pub cache_budget: CacheLimit,
+    pub cache_budget: MemoryShare,
+    /// What every connection together may make the relay hold before units are complete:
+    /// their transport windows plus incomplete headers and frames (`--receive-budget`).
+    pub receive_budget: MemoryShare,
     /// Sessions relay-wide and per source, and handshakes per second per source.
     pub admission: AdmissionLimits,
     /// Every connection's receive windows (QUIC, WebTransport, QMux alike); the connection
     /// window is also the session's budget for incomplete units, replacing
-    /// `session_limits.recv_budget`.
+    /// `session_limits.recv_budget`. Connections start at `initial` (default
+    /// [`INITIAL_RECEIVE_WINDOW`]) and the receive budget grows them up to `connection`.
     pub receive_windows: ReceiveWindows,
     /// Serve HTTP on the TCP port with the same number.
     pub http: bool,
@@ -69,7 +73,8 @@ impl Default for RelayConfig {
             versions: Protocol::SUPPORTED.to_vec(),
             session_limits: SessionLimits::default(),
             model_limits: Limits::default(),
-            cache_budget: CacheLimit::default(),
+            cache_budget: MemoryShare::default(),
+            receive_budget: MemoryShare::default(),
             admission: AdmissionLimits::default(),
             receive_windows: ReceiveWindows::default(),
             http: true,
@@ -84,43 +89,46 @@ impl Default for RelayConfig {
     }
 }
 
-/// The relay-wide cache budget: a byte count, or a share of the memory the host grants the
-/// process (its cgroup limit, else the machine's memory; see [`crate::memory_limit`]).
+/// A relay-wide memory bound (the cache budget, the receive budget): a byte count, or a
+/// share of the memory the host grants the process (its cgroup limit, else the machine's
+/// memory; see [`crate::memory_limit`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum CacheLimit {
+pub enum MemoryShare {
     Bytes(u64),
     /// Per cent of the memory limit, in (0, 100].
     Percent(f64),
 }
 
-impl Default for CacheLimit {
+impl Default for MemoryShare {
     /// A quarter of the memory limit: 1 GiB on a 4 GiB host, room for sessions and buffers.
     fn default() -> Self {
-        CacheLimit::Percent(25.0)
+        MemoryShare::Percent(25.0)
     }
 }
 
 /// Why a `--cache-budget` value was refused.
 #[derive(Debug, thiserror::Error)]
-#[error("cache budget {0:?}: expected bytes (with an optional KiB/MiB/GiB suffix) or a per cent of memory (\"25%\")")]
-pub struct CacheLimitError(String);
+#[error(
+    "{0:?}: expected bytes (with an optional KiB/MiB/GiB suffix) or a per cent of memory (\"25%\")"
+)]
+pub struct MemoryShareError(String);
 
-impl std::str::FromStr for CacheLimit {
-    type Err = CacheLimitError;
+impl std::str::FromStr for MemoryShare {
+    type Err = MemoryShareError;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let refuse = || CacheLimitError(text.to_owned());
+        let refuse = || MemoryShareError(text.to_owned());
         let trimmed = text.trim();
         if let Some(percent) = trimmed.strip_suffix('%') {
             let value: f64 = percent.trim().parse().map_err(|_| refuse())?;
             if !(value > 0.0 && value <= 100.0) {
                 return Err(refuse());
             }
-            return Ok(CacheLimit::Percent(value));
+            return Ok(MemoryShare::Percent(value));
         }
         parse_size(trimmed)
             .filter(|bytes| *bytes > 0)
-            .map(CacheLimit::Bytes)
+            .map(MemoryShare::Bytes)
             .ok_or_else(refuse)
     }
 }
@@ -143,18 +151,21 @@ pub fn parse_size(text: &str) -> Option<u64> {
     number.parse::<u64>().ok()?.checked_mul(scale)
 }
 
-impl CacheLimit {
+impl MemoryShare {
     /// The budget in bytes, given the host's memory limit (unknown: 4 GiB is assumed).
     pub fn resolve(self, memory: Option<u64>) -> usize {
         let bytes = match self {
-            CacheLimit::Bytes(bytes) => bytes,
-            CacheLimit::Percent(percent) => {
+            MemoryShare::Bytes(bytes) => bytes,
+            MemoryShare::Percent(percent) => {
                 (memory.unwrap_or(4 << 30) as f64 * percent / 100.0) as u64
             }
         };
         usize::try_from(bytes).unwrap_or(usize::MAX)
     }
 }
+
+/// The receive window a connection starts with; it grows as the connection uses it.
+pub const INITIAL_RECEIVE_WINDOW: u64 = 64 << 10;
 
 impl RelayConfig {
     /// The connection window must hold the largest unit the relay buffers whole before
@@ -279,20 +290,20 @@ mod tests {
     #[test]
     fn cache_limits_parse_as_bytes_or_a_share() {
         assert_eq!(
-            "1048576".parse::<CacheLimit>().unwrap(),
-            CacheLimit::Bytes(1 << 20)
+            "1048576".parse::<MemoryShare>().unwrap(),
+            MemoryShare::Bytes(1 << 20)
         );
         assert_eq!(
-            "512MiB".parse::<CacheLimit>().unwrap(),
-            CacheLimit::Bytes(512 << 20)
+            "512MiB".parse::<MemoryShare>().unwrap(),
+            MemoryShare::Bytes(512 << 20)
         );
         assert_eq!(
-            "2 GiB".parse::<CacheLimit>().unwrap(),
-            CacheLimit::Bytes(2 << 30)
+            "2 GiB".parse::<MemoryShare>().unwrap(),
+            MemoryShare::Bytes(2 << 30)
         );
         assert_eq!(
-            "25%".parse::<CacheLimit>().unwrap(),
-            CacheLimit::Percent(25.0)
+            "25%".parse::<MemoryShare>().unwrap(),
+            MemoryShare::Percent(25.0)
         );
         for bad in [
             "0",
@@ -303,9 +314,9 @@ mod tests {
             "-1",
             "99999999999999999999GiB",
         ] {
-            assert!(bad.parse::<CacheLimit>().is_err(), "{bad:?}");
+            assert!(bad.parse::<MemoryShare>().is_err(), "{bad:?}");
         }
-        assert_eq!(CacheLimit::Percent(25.0).resolve(Some(4 << 30)), 1 << 30);
-        assert_eq!(CacheLimit::Bytes(7).resolve(Some(4 << 30)), 7);
+        assert_eq!(MemoryShare::Percent(25.0).resolve(Some(4 << 30)), 1 << 30);
+        assert_eq!(MemoryShare::Bytes(7).resolve(Some(4 << 30)), 7);
     }
 }

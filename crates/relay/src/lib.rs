@@ -17,7 +17,7 @@ pub use auth::{
 };
 pub use cluster::ClusterConfig;
 pub use config::{
-    parse_size, AuthConfig, CacheLimit, CacheLimitError, HttpConfig, RelayConfig, TlsSource,
+    parse_size, AuthConfig, HttpConfig, MemoryShare, MemoryShareError, RelayConfig, TlsSource,
 };
 pub use host::memory_limit;
 pub use http::{is_websocket_upgrade, HttpApi, HttpError};

@@ -25,7 +25,7 @@ use prometheus_client::registry::Registry;
 use starling_model::{CacheBudget, Origin};
 use starling_net::{Admission, HttpCounters};
 use starling_proto::{Protocol, SessionCode, StreamCode};
-use starling_session::SessionStats;
+use starling_session::{PoolStats, ReceivePool, SessionStats};
 
 use crate::auth::{AuthStats, Authority};
 use crate::registry::{SessionRegistry, SessionTransport};
@@ -118,6 +118,8 @@ pub struct RelayMetrics {
     cache: Arc<CacheBudget>,
     /// The listeners' admission gate (its refusals are counted there).
     admission: Option<Arc<Admission>>,
+    /// The relay-wide receive budget every session draws on.
+    receive_pool: Option<ReceivePool>,
     /// The HTTP server's open and refused connections.
     http: Arc<HttpCounters>,
     accepted: Family<SessionLabels, Counter>,
@@ -137,6 +139,17 @@ impl RelayMetrics {
             admission: Some(admission),
             ..RelayMetrics::default()
         }
+    }
+
+    /// Report the relay-wide receive budget too.
+    pub fn with_receive_pool(mut self, pool: ReceivePool) -> Self {
+        self.receive_pool = Some(pool);
+        self
+    }
+
+    /// The relay-wide receive budget's counters, when the relay has one.
+    pub fn receive_pool(&self) -> Option<PoolStats> {
+        self.receive_pool.as_ref().map(ReceivePool::stats)
     }
 
     /// Where the HTTP server counts its connections.
@@ -396,6 +409,51 @@ impl RelayMetrics {
             "The most one live session has held in incomplete units at once",
             gauge(receive_peak),
         );
+        if let Some(pool) = self.receive_pool() {
+            let bytes = |value: usize| gauge(value.min(i64::MAX as usize) as i64);
+            registry.register(
+                "receive_pool_bytes",
+                "The relay-wide receive budget: every connection's window plus incomplete units",
+                bytes(pool.total),
+            );
+            registry.register(
+                "receive_pool_windows_bytes",
+                "Receive windows granted to connections now, relay-wide",
+                bytes(pool.windows),
+            );
+            registry.register(
+                "receive_pool_held_bytes",
+                "Bytes held in incomplete units now, relay-wide",
+                bytes(pool.held),
+            );
+            registry.register(
+                "receive_pool_peak_bytes",
+                "The most windows plus incomplete units have been at once",
+                bytes(pool.peak),
+            );
+            registry.register(
+                "receive_pool_evictions",
+                "Incomplete units evicted (or refused) to keep the relay-wide receive budget",
+                counter(pool.evictions),
+            );
+            let windows: Family<ReasonLabels, Counter> = Family::default();
+            for (reason, count) in [
+                ("grown", pool.grown),
+                ("shrunk", pool.shrunk),
+                ("starved", pool.starved),
+            ] {
+                windows
+                    .get_or_create(&ReasonLabels {
+                        reason: reason.into(),
+                    })
+                    .inc_by(count);
+            }
+            registry.register(
+                "receive_pool_window_changes",
+                "Connection windows grown, shrunk by reclaim passes, or refused growth for want of room",
+                windows,
+            );
+        }
         registry.register(
             "cache_budget_bytes",
             "The relay-wide cache budget",

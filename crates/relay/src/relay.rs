@@ -9,7 +9,7 @@ use starling_model::Origin;
 use starling_net::qmux::{websocket_acceptor, QmuxAccepted, QmuxTcpListener, QmuxTransport};
 use starling_net::{Accepted, QuicTransport, Server, ServerConfig, TlsCertificate};
 use starling_proto::{Protocol, SessionCode, LEGACY_ALPN};
-use starling_session::{random_hop, Accepting, SessionConfig};
+use starling_session::{random_hop, Accepting, ReceivePool, SessionConfig, WindowRange};
 use starling_transport::Transport;
 
 use crate::auth::{Authority, ByteTotals, Scoped, SessionFacts, TransportKind};
@@ -100,16 +100,33 @@ impl Relay {
         config.cluster.validate()?;
         config.check_receive_window()?;
         // One window for every binding, and the session's budget for incomplete units.
-        config.session_limits.recv_budget =
-            usize::try_from(config.receive_windows.connection).unwrap_or(usize::MAX);
+        let max_window = usize::try_from(config.receive_windows.connection).unwrap_or(usize::MAX);
+        config.session_limits.recv_budget = max_window;
         let authority = Authority::new(&config.auth)?;
         let origin = Origin::new();
         let sessions = SessionRegistry::new();
-        let cache_budget = config.cache_budget.resolve(crate::memory_limit());
+        let memory = crate::memory_limit();
+        let cache_budget = config.cache_budget.resolve(memory);
         tracing::info!(bytes = cache_budget, "relay-wide cache budget");
+        // Every connection's window and incomplete units draw on one relay-wide total.
+        let initial = *config
+            .receive_windows
+            .initial
+            .get_or_insert(crate::config::INITIAL_RECEIVE_WINDOW);
+        let pool = ReceivePool::new(
+            config.receive_budget.resolve(memory),
+            WindowRange {
+                initial: usize::try_from(initial).unwrap_or(usize::MAX),
+                max: max_window,
+            },
+        );
+        tracing::info!(bytes = pool.total(), initial, "relay-wide receive budget");
+        config.session_limits.recv_pool = Some(pool.clone());
         let admission = starling_net::Admission::new(config.admission);
         admission.start_lag_probe();
-        let metrics = RelayMetrics::new(cache_budget, admission.clone());
+        let room = pool.clone();
+        admission.set_room(Box::new(move |now| room.admits(now)));
+        let metrics = RelayMetrics::new(cache_budget, admission.clone()).with_receive_pool(pool);
         let internal = match config.internal_listen {
             Some(addr) => Some(
                 serve_internal(
@@ -261,6 +278,9 @@ impl Relay {
                 self.inner.config.http_api.clone(),
             )
             .with_authority(self.inner.authority.clone());
+            if let Some(pool) = self.inner.config.session_limits.recv_pool.clone() {
+                api = api.with_receive_pool(pool);
+            }
             // WebSocket (QMux) hook: upgrades are routed before every HTTP route.
             // Admission, then tokens, are checked before the upgrade: 503 or 401.
             if let Some(upgrade) = self.http_upgrade.take() {

@@ -9,7 +9,7 @@ use common::{bind_relay, session, within};
 use http_support::{get, sample, Publisher};
 use starling_model::{Frame, StartAt, TrackInfo};
 use starling_proto::{Path, Role, Version};
-use starling_relay::{CacheLimit, RelayConfig};
+use starling_relay::{MemoryShare, RelayConfig};
 use starling_session::{random_hop, SessionConfig};
 
 const BUDGET: u64 = 1 << 20;
@@ -24,7 +24,7 @@ const GROUP_BYTES: usize = 128 << 10;
 async fn all_tracks_together_stay_within_the_cache_budget() {
     let (relay, url) = bind_relay(RelayConfig {
         internal_listen: Some("127.0.0.1:0".parse().unwrap()),
-        cache_budget: CacheLimit::Bytes(BUDGET),
+        cache_budget: MemoryShare::Bytes(BUDGET),
         ..RelayConfig::default()
     })
     .await;
@@ -382,6 +382,7 @@ async fn the_receive_window_is_each_sessions_budget_and_is_reported() {
         receive_windows: starling_net::ReceiveWindows {
             connection: WINDOW,
             stream: 1 << 20,
+            initial: None,
         },
         ..RelayConfig::default()
     })

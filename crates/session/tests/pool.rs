@@ -14,8 +14,11 @@ fn pool(total: usize, initial: usize, max: usize) -> ReceivePool {
     ReceivePool::new(total, WindowRange { initial, max })
 }
 
+/// The windows applied to a connection's transport, in order.
+type Applied = Arc<Mutex<Vec<u64>>>;
+
 /// A pooled budget whose applied windows are recorded.
-fn connection(pool: &ReceivePool, limit: usize) -> (RecvBudget, Arc<Mutex<Vec<u64>>>) {
+fn connection(pool: &ReceivePool, limit: usize) -> (RecvBudget, Applied) {
     let budget = RecvBudget::pooled(limit, pool);
     let applied = Arc::new(Mutex::new(Vec::new()));
     let log = applied.clone();
@@ -439,7 +442,7 @@ mod against_a_reference {
     }
 
     struct Real {
-        conns: Vec<Option<(RecvBudget, Arc<Mutex<Vec<u64>>>)>>,
+        conns: Vec<Option<(RecvBudget, Applied)>>,
         units: Vec<Option<Account>>,
     }
 

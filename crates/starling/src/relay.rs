@@ -10,7 +10,7 @@ use starling_net::TlsVerify;
 use starling_proto::Protocol;
 use starling_relay::cluster::{parse_peers, ConnectApi, DnsPeers, PeerSpec};
 use starling_relay::{
-    parse_patterns, AuthConfig, CacheLimit, ClusterConfig, KeySource, Relay, RelayConfig,
+    parse_patterns, AuthConfig, ClusterConfig, KeySource, MemoryShare, Relay, RelayConfig,
     RelayError, TlsSource,
 };
 
@@ -45,7 +45,14 @@ pub struct RelayArgs {
     /// What all tracks' caches may hold together: bytes (`512MiB`) or a share of the memory
     /// limit (cgroup, else the machine's) such as `25%` (the default). Stalest groups go first.
     #[arg(long)]
-    cache_budget: Option<CacheLimit>,
+    cache_budget: Option<MemoryShare>,
+    /// What every connection together may make the relay hold before units are complete
+    /// (their receive windows plus incomplete headers and frames): bytes or a share of the
+    /// memory limit, `25%` by default. Windows start small and grow as they are used out of
+    /// half of it; past it, the lowest-ranked incomplete units relay-wide are evicted and new
+    /// connections refused.
+    #[arg(long)]
+    receive_budget: Option<MemoryShare>,
     /// Sessions (with handshakes in progress) the relay holds at once; past it, QUIC is
     /// refused with CONNECTION_REFUSED and WebSocket with 503 (default 16384).
     #[arg(long)]
@@ -207,6 +214,7 @@ struct FileConfig {
     versions: Vec<String>,
     cache_track_bytes: Option<usize>,
     cache_budget: Option<String>,
+    receive_budget: Option<String>,
     drain_timeout_secs: Option<u64>,
     listen_tcp: Option<SocketAddr>,
     #[serde(default)]
@@ -430,6 +438,11 @@ fn build(args: RelayArgs) -> anyhow::Result<RelayConfig> {
         config.cache_budget = budget;
     } else if let Some(budget) = &file.cache_budget {
         config.cache_budget = budget.parse()?;
+    }
+    if let Some(budget) = args.receive_budget {
+        config.receive_budget = budget;
+    } else if let Some(budget) = &file.receive_budget {
+        config.receive_budget = budget.parse()?;
     }
     config.listen_tcp = args.listen_tcp.or(file.listen_tcp);
     config.internal_listen = match args.internal_listen.as_deref() {
@@ -712,7 +725,7 @@ mod tests {
         let file = dir.join("relay.toml");
         std::fs::write(
             &file,
-            "bind = \"127.0.0.1:5000\"\nversions = [\"moq-lite-05\"]\ncache_track_bytes = 1024\ncache_budget = \"512MiB\"\n[tls]\ngenerate = [\"relay.test\"]\n[limits]\nmax_sessions = 100\nmax_handshakes_per_ip = 5\nmax_lag_ms = 750\nmax_fetches = 9\nreceive_window = \"48MiB\"\n",
+            "bind = \"127.0.0.1:5000\"\nversions = [\"moq-lite-05\"]\ncache_track_bytes = 1024\ncache_budget = \"512MiB\"\nreceive_budget = \"10%\"\n[tls]\ngenerate = [\"relay.test\"]\n[limits]\nmax_sessions = 100\nmax_handshakes_per_ip = 5\nmax_lag_ms = 750\nmax_fetches = 9\nreceive_window = \"48MiB\"\n",
         )
         .unwrap();
         let config = build(RelayArgs {
@@ -726,7 +739,8 @@ mod tests {
             vec![Protocol::Lite(starling_proto::Version::Lite05)]
         );
         assert_eq!(config.model_limits.track_cache_bytes, 1024);
-        assert_eq!(config.cache_budget, CacheLimit::Bytes(512 << 20));
+        assert_eq!(config.cache_budget, MemoryShare::Bytes(512 << 20));
+        assert_eq!(config.receive_budget, MemoryShare::Percent(10.0));
         assert_eq!(config.admission.max_sessions, 100);
         assert_eq!(config.admission.handshakes_per_second_per_source, 5);
         assert!(config.admission.exempt_loopback);

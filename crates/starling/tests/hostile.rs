@@ -185,6 +185,83 @@ async fn answered_or_evicted<S>(requests: &mut [(S, impl RecvStream)]) -> (usize
     (answered, evicted)
 }
 
+/// `count` uni streams each stuck inside a group header: 60 KiB of a promised 63 KiB, never
+/// finished. The streams still open are returned (dropping them would end them), with how
+/// many were written. With `recycle`,
+/// streams the relay stopped are reset and let go as the flood goes on, as an attacker
+/// would to get its stream credit back; without it they are kept, and the relay grants no
+/// more streams past the credit they hold.
+async fn stuck_headers(
+    transport: &QuicTransport,
+    count: usize,
+    recycle: bool,
+) -> (Vec<impl SendStream>, usize) {
+    const WAIT: Duration = Duration::from_millis(250);
+    use futures::FutureExt;
+    let reset_stopped = |streams: &mut Vec<<QuicTransport as Transport>::Send>| {
+        streams.retain_mut(|stream| {
+            let stopped = stream.stopped().now_or_never().is_some();
+            if stopped {
+                stream.reset(0);
+            }
+            !stopped
+        })
+    };
+    let mut streams = Vec::with_capacity(count);
+    let mut opened = 0;
+    let mut waited = Duration::ZERO;
+    while opened < count {
+        if recycle && opened % 16 == 0 {
+            reset_stopped(&mut streams);
+        }
+        // A peer held to its stream credit waits here (getting credit back, when it
+        // recycles, from streams stopped meanwhile); past 5 s without one the flood is over.
+        let mut stream = match tokio::time::timeout(WAIT, transport.open_uni()).await {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(_)) => break,
+            Err(_) if waited < Duration::from_secs(5) => {
+                waited += WAIT;
+                if recycle {
+                    reset_stopped(&mut streams);
+                }
+                continue;
+            }
+            Err(_) => break,
+        };
+        waited = Duration::ZERO;
+        opened += 1;
+        let mut head = BytesMut::new();
+        head.put_u8(0x00); // GROUP
+        head.put_slice(&[0x80, 0x00, 0xfc, 0x00]); // header length 64512
+        head.put_slice(&[0u8; 60 * 1024]);
+        // A stream already evicted refuses the write: that is the point.
+        let _ = stream.write(head.freeze()).await;
+        streams.push(stream);
+    }
+    (streams, opened)
+}
+
+/// A raw QUIC session from `source` (an address of 127.0.0.0/8) that has sent a
+/// subscriber's SETUP.
+async fn hostile_from(url: &Url, source: std::net::IpAddr) -> QuicTransport {
+    let client = starling_net::Client::new(
+        starling_net::ClientConfig {
+            bind: Some(SocketAddr::new(source, 0)),
+            ..starling_net::ClientConfig::default()
+        }
+        .with_alpns(&[Version::Lite06.alpn()])
+        .with_tls(starling_net::TlsVerify::Disabled),
+    )
+    .unwrap();
+    let transport = within(client.connect(url)).await.unwrap().transport;
+    let mut setup = Setup::new();
+    setup.set_hop(Some(random_hop())).unwrap();
+    setup.set_role(Some(Role::Subscriber));
+    send_uni(&transport, &setup_bytes(&setup)).await;
+    let _relay_setup = within(transport.accept_uni()).await.unwrap();
+    transport
+}
+
 /// Run `work` within `limit`, failing the test instead of hanging.
 async fn bounded<T>(limit: Duration, work: impl std::future::Future<Output = T>) -> T {
     tokio::time::timeout(limit, work)
@@ -216,20 +293,7 @@ async fn stream_abuse_is_evicted_or_refused_and_the_witness_keeps_flowing() {
     // 38 MiB offered into a 33 MiB window. The oldest header-less streams are evicted;
     // an honest request on the same connection is still answered.
     let bad = hostile(&relay.url).await;
-    let mut streams = Vec::new();
-    bounded(Duration::from_secs(60), async {
-        for _ in 0..640 {
-            let mut stream = bad.open_uni().await.unwrap();
-            let mut head = BytesMut::new();
-            head.put_u8(0x00); // GROUP
-            head.put_slice(&[0x80, 0x00, 0xfc, 0x00]); // header length 64512
-            head.put_slice(&[0u8; 60 * 1024]);
-            // A stream already evicted refuses the write: that is the point.
-            let _ = stream.write(head.freeze()).await;
-            streams.push(stream);
-        }
-    })
-    .await;
+    let (mut streams, _) = bounded(Duration::from_secs(60), stuck_headers(&bad, 640, false)).await;
     let code = within(streams[0].stopped()).await;
     assert_eq!(
         code,
@@ -610,6 +674,77 @@ async fn publisher_and_subscription_abuse_is_bounded_and_the_witness_keeps_flowi
     drop(flood);
     drop(bad);
 
+    let received = witness.finish().await;
+    assert!(received > 0, "the witness kept receiving");
+}
+
+/// Issue 25: a fleet of connections from ten source addresses, each filling its window with
+/// streams stuck inside incomplete headers (38 MiB each, 1.5 GiB offered in all). No
+/// connection's own budget (33 MiB) is reached, so without a relay-wide bound each would hold
+/// its stuck headers; the relay-wide receive budget (`--receive-budget 32MiB` here) evicts
+/// the oldest header-less units relay-wide instead, its peak stays within the budget, the
+/// relay's RSS grows by at most the budget plus 256 MiB, the hostile sessions still answer,
+/// and the witness keeps flowing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_stuck_inside_headers_is_held_to_the_relay_wide_receive_budget() {
+    const BUDGET_MIB: u64 = 32;
+    const CONNECTIONS: usize = 40;
+    const STREAMS: usize = 640;
+    let budget = format!("{BUDGET_MIB}MiB");
+    let relay = RelayProcess::start(&["--receive-budget", &budget]);
+    let witness = witness(&relay.url).await;
+    let settled = relay.rss();
+    assert_eq!(
+        relay.metric("starling_receive_pool_bytes").await,
+        (BUDGET_MIB * MIB) as f64
+    );
+
+    let fleet: Vec<QuicTransport> = bounded(
+        Duration::from_secs(60),
+        futures::future::join_all((0..CONNECTIONS).map(|i| {
+            let source = std::net::IpAddr::from([127, 0, 0, 2 + (i % 10) as u8]);
+            hostile_from(&relay.url, source)
+        })),
+    )
+    .await;
+    let started = std::time::Instant::now();
+    let (streams, written): (Vec<_>, Vec<usize>) = bounded(
+        Duration::from_secs(300),
+        futures::future::join_all(fleet.iter().map(|bad| stuck_headers(bad, STREAMS, true))),
+    )
+    .await
+    .into_iter()
+    .unzip();
+    eprintln!(
+        "fleet flood: {} streams written in {:?}, relay RSS {} MiB (settled {} MiB)",
+        written.iter().sum::<usize>(),
+        started.elapsed(),
+        relay.rss() / MIB,
+        settled / MIB
+    );
+    assert_eq!(
+        written.iter().sum::<usize>(),
+        CONNECTIONS * STREAMS,
+        "every stream of the flood was written: the relay stopped and let go of what it evicted"
+    );
+
+    assert!(relay.metric("starling_receive_pool_evictions_total").await > 0.0);
+    assert!(
+        relay.metric("starling_receive_pool_peak_bytes").await <= (BUDGET_MIB * MIB) as f64,
+        "windows plus incomplete units stayed within the budget"
+    );
+    let rss = relay.rss();
+    assert!(
+        rss <= settled + (BUDGET_MIB + 256) * MIB,
+        "relay RSS {} MiB, settled at {} MiB (bound: the budget plus 256 MiB)",
+        rss / MIB,
+        settled / MIB
+    );
+    for bad in fleet.iter().step_by(10) {
+        assert_alive(bad, announce_request()).await;
+    }
+    drop(streams);
+    drop(fleet);
     let received = witness.finish().await;
     assert!(received > 0, "the witness kept receiving");
 }

@@ -56,6 +56,7 @@ pub struct HttpApi {
     /// is handed to this service before every route below.
     upgrade: Option<Router>,
     authority: Option<Authority>,
+    receive_pool: Option<starling_session::ReceivePool>,
 }
 
 impl HttpApi {
@@ -73,7 +74,14 @@ impl HttpApi {
             config,
             upgrade: None,
             authority: None,
+            receive_pool: None,
         }
+    }
+
+    /// Show the relay-wide receive budget on the status page.
+    pub fn with_receive_pool(mut self, pool: starling_session::ReceivePool) -> Self {
+        self.receive_pool = Some(pool);
+        self
     }
 
     /// Admit every request through `authority` (when it has authentication on).
@@ -98,6 +106,7 @@ impl HttpApi {
             self.sessions,
             self.config.status_interval,
             self.config.status_max_items,
+            self.receive_pool,
         );
         let feed = feed::StatusFeed::new(
             sampler,

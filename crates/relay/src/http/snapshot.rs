@@ -29,6 +29,23 @@ pub struct Snapshot {
     pub window_ms: u64,
     pub sessions: Sessions,
     pub broadcasts: Broadcasts,
+    /// The relay-wide receive budget, when the relay has one.
+    pub receive: Option<ReceiveStatus>,
+}
+
+/// The relay-wide receive budget: connections' windows plus incomplete units, of a total.
+#[derive(Clone, Debug, Serialize)]
+pub struct ReceiveStatus {
+    pub total: usize,
+    pub windows: usize,
+    pub held: usize,
+    pub peak: usize,
+    /// Units evicted (or refused) relay-wide to keep the total.
+    pub evictions: u64,
+    /// Windows grown, shrunk by reclaim passes, and refused growth.
+    pub grown: u64,
+    pub shrunk: u64,
+    pub starved: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -68,6 +85,8 @@ pub struct SessionStatus {
     pub receive_peak: usize,
     pub receive_limit: usize,
     pub receive_evicted: u64,
+    /// The transport window the relay-wide receive budget granted it.
+    pub receive_window: usize,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -131,6 +150,7 @@ pub(crate) struct Sampler {
     interval: Duration,
     max_items: usize,
     window: Window,
+    receive_pool: Option<starling_session::ReceivePool>,
 }
 
 fn rate(now: u64, before: Option<u64>, seconds: f64) -> f64 {
@@ -146,6 +166,7 @@ impl Sampler {
         sessions: SessionRegistry,
         interval: Duration,
         max_items: usize,
+        receive_pool: Option<starling_session::ReceivePool>,
     ) -> Self {
         Sampler {
             origin,
@@ -154,6 +175,7 @@ impl Sampler {
             interval,
             max_items,
             window: Window::default(),
+            receive_pool,
         }
     }
 
@@ -194,6 +216,19 @@ impl Sampler {
             window_ms: self.window.length.as_millis() as u64,
             sessions,
             broadcasts,
+            receive: self.receive_pool.as_ref().map(|pool| {
+                let stats = pool.stats();
+                ReceiveStatus {
+                    total: stats.total,
+                    windows: stats.windows,
+                    held: stats.held,
+                    peak: stats.peak,
+                    evictions: stats.evictions,
+                    grown: stats.grown,
+                    shrunk: stats.shrunk,
+                    starved: stats.starved,
+                }
+            }),
         }
     }
 
@@ -254,6 +289,7 @@ impl Sampler {
                 receive_peak: budget.peak,
                 receive_limit: budget.limit,
                 receive_evicted: budget.evicted,
+                receive_window: budget.window,
             });
         }
         Sessions {
