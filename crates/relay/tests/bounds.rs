@@ -415,3 +415,82 @@ async fn the_receive_window_is_each_sessions_budget_and_is_reported() {
     );
     assert!(sample(&text, "starling_receive_budget_peak_bytes").is_some());
 }
+
+/// Issue 25: the receive budget grants every connection its starting window (64 KiB) out of
+/// half the total; a connection the budget has no window for is refused at the door like
+/// the session bounds (QUIC CONNECTION_REFUSED, WebSocket 503 + Retry-After), counted
+/// `reason="receive_budget"`, and the status page and metrics show the budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_the_receive_budget_has_no_window_for_are_refused() {
+    // Room for four 64 KiB windows.
+    let (relay, url) = bind_relay(RelayConfig {
+        internal_listen: Some("127.0.0.1:0".parse().unwrap()),
+        receive_budget: MemoryShare::Bytes(512 << 10),
+        ..RelayConfig::default()
+    })
+    .await;
+    let internal = relay.internal_addr().expect("internal listener");
+    let sessions = relay.sessions().clone();
+    tokio::spawn(relay.run());
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(
+            session(
+                &url,
+                Version::Lite06,
+                Role::Subscriber,
+                SessionConfig::new(random_hop()),
+            )
+            .await,
+        );
+    }
+    within(async {
+        while sessions.len() < 4 {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    let err = refused_connect(&url).await;
+    assert!(
+        err.contains("refused") || err.contains("CONNECTION_REFUSED"),
+        "{err}"
+    );
+    let (status, head) = http_support::upgrade_head(&url, "/").await;
+    assert_eq!(status, 503, "{head}");
+    let text = get(internal, "/metrics").await.text();
+    assert_eq!(
+        sample(
+            &text,
+            "starling_connections_refused_total{reason=\"receive_budget\"}"
+        ),
+        Some(2.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, "starling_receive_pool_windows_bytes"),
+        Some((4 * 64 << 10) as f64)
+    );
+    assert_eq!(
+        sample(&text, "starling_receive_pool_bytes"),
+        Some((512 << 10) as f64)
+    );
+    let status = get(http_addr(&url), "/status.json").await.json();
+    assert_eq!(status["receive"]["total"], 512 << 10, "{status}");
+    assert_eq!(status["receive"]["windows"], 4 * 64 << 10);
+    assert_eq!(status["sessions"]["list"][0]["receive_window"], 64 << 10);
+    // A connection that leaves gives its window back.
+    held.pop()
+        .unwrap()
+        .close(starling_proto::SessionCode::NoError, "done");
+    within(async {
+        loop {
+            let text = get(internal, "/metrics").await.text();
+            if sample(&text, "starling_receive_pool_windows_bytes") == Some((3 * 64 << 10) as f64) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let _again = common::dial(&url, Version::Lite06).await;
+}

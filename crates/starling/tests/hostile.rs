@@ -191,14 +191,14 @@ async fn answered_or_evicted<S>(requests: &mut [(S, impl RecvStream)]) -> (usize
 /// streams the relay stopped are reset and let go as the flood goes on, as an attacker
 /// would to get its stream credit back; without it they are kept, and the relay grants no
 /// more streams past the credit they hold.
-async fn stuck_headers(
-    transport: &QuicTransport,
+async fn stuck_headers<T: Transport>(
+    transport: &T,
     count: usize,
     recycle: bool,
-) -> (Vec<impl SendStream>, usize) {
+) -> (Vec<T::Send>, usize) {
     const WAIT: Duration = Duration::from_millis(250);
     use futures::FutureExt;
-    let reset_stopped = |streams: &mut Vec<<QuicTransport as Transport>::Send>| {
+    let reset_stopped = |streams: &mut Vec<T::Send>| {
         streams.retain_mut(|stream| {
             let stopped = stream.stopped().now_or_never().is_some();
             if stopped {
@@ -254,6 +254,24 @@ async fn hostile_from(url: &Url, source: std::net::IpAddr) -> QuicTransport {
     )
     .unwrap();
     let transport = within(client.connect(url)).await.unwrap().transport;
+    set_up(transport).await
+}
+
+/// A WebSocket (QMux) session to the relay's TCP port that has sent a subscriber's SETUP.
+async fn hostile_websocket(http: SocketAddr) -> starling_net::qmux::QmuxTransport {
+    let url = Url::parse(&format!("ws://{http}/")).unwrap();
+    let connected = within(starling_net::qmux::connect(
+        &url,
+        &[Version::Lite06.alpn()],
+        &starling_net::TlsVerify::Disabled,
+    ))
+    .await
+    .unwrap();
+    set_up(connected.transport).await
+}
+
+/// Send a subscriber's SETUP on `transport` and read the relay's.
+async fn set_up<T: Transport>(transport: T) -> T {
     let mut setup = Setup::new();
     setup.set_hop(Some(random_hop())).unwrap();
     setup.set_role(Some(Role::Subscriber));
@@ -678,33 +696,53 @@ async fn publisher_and_subscription_abuse_is_bounded_and_the_witness_keeps_flowi
     assert!(received > 0, "the witness kept receiving");
 }
 
-/// Issue 25: a fleet of connections from ten source addresses, each filling its window with
-/// streams stuck inside incomplete headers (38 MiB each, 1.5 GiB offered in all). No
-/// connection's own budget (33 MiB) is reached, so without a relay-wide bound each would hold
-/// its stuck headers; the relay-wide receive budget (`--receive-budget 32MiB` here) evicts
-/// the oldest header-less units relay-wide instead, its peak stays within the budget, the
-/// relay's RSS grows by at most the budget plus 256 MiB, the hostile sessions still answer,
-/// and the witness keeps flowing.
+/// Issue 25: a fleet of 40 connections, each filling its window with streams stuck inside
+/// incomplete headers (640 streams of 60 KiB each, 1.5 GiB offered in all; streams the relay
+/// stops are reset and replaced, so the flood goes on). No connection's own budget (33 MiB)
+/// is what holds them: the relay-wide receive budget (`--receive-budget 32MiB` here) evicts
+/// the oldest header-less units relay-wide, its peak stays within the budget, the relay's
+/// RSS grows by at most the budget plus 256 MiB, the hostile sessions still answer, and the
+/// witness keeps flowing. Over raw QUIC from ten source addresses of 127.0.0.0/8.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_stuck_inside_headers_is_held_to_the_relay_wide_receive_budget() {
-    const BUDGET_MIB: u64 = 32;
+    let relay = RelayProcess::start(&["--receive-budget", "32MiB"]);
+    let url = relay.url.clone();
+    fleet_stuck_inside_headers(&relay, 32, |i| {
+        let source = std::net::IpAddr::from([127, 0, 0, 2 + (i % 10) as u8]);
+        let url = url.clone();
+        async move { hostile_from(&url, source).await }
+    })
+    .await;
+}
+
+/// The same fleet over WebSocket (QMux, whose MAX_DATA the budget grants as quinn's window).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_websocket_fleet_stuck_inside_headers_is_held_to_the_relay_wide_receive_budget() {
+    let relay = RelayProcess::start(&["--receive-budget", "32MiB"]);
+    let http = relay.http;
+    fleet_stuck_inside_headers(&relay, 32, |_| hostile_websocket(http)).await;
+}
+
+async fn fleet_stuck_inside_headers<T, F>(
+    relay: &RelayProcess,
+    budget_mib: u64,
+    dial: impl Fn(usize) -> F,
+) where
+    T: Transport,
+    F: std::future::Future<Output = T>,
+{
     const CONNECTIONS: usize = 40;
     const STREAMS: usize = 640;
-    let budget = format!("{BUDGET_MIB}MiB");
-    let relay = RelayProcess::start(&["--receive-budget", &budget]);
     let witness = witness(&relay.url).await;
     let settled = relay.rss();
     assert_eq!(
         relay.metric("starling_receive_pool_bytes").await,
-        (BUDGET_MIB * MIB) as f64
+        (budget_mib * MIB) as f64
     );
 
-    let fleet: Vec<QuicTransport> = bounded(
+    let fleet: Vec<T> = bounded(
         Duration::from_secs(60),
-        futures::future::join_all((0..CONNECTIONS).map(|i| {
-            let source = std::net::IpAddr::from([127, 0, 0, 2 + (i % 10) as u8]);
-            hostile_from(&relay.url, source)
-        })),
+        futures::future::join_all((0..CONNECTIONS).map(dial)),
     )
     .await;
     let started = std::time::Instant::now();
@@ -727,15 +765,14 @@ async fn a_fleet_stuck_inside_headers_is_held_to_the_relay_wide_receive_budget()
         CONNECTIONS * STREAMS,
         "every stream of the flood was written: the relay stopped and let go of what it evicted"
     );
-
     assert!(relay.metric("starling_receive_pool_evictions_total").await > 0.0);
     assert!(
-        relay.metric("starling_receive_pool_peak_bytes").await <= (BUDGET_MIB * MIB) as f64,
+        relay.metric("starling_receive_pool_peak_bytes").await <= (budget_mib * MIB) as f64,
         "windows plus incomplete units stayed within the budget"
     );
     let rss = relay.rss();
     assert!(
-        rss <= settled + (BUDGET_MIB + 256) * MIB,
+        rss <= settled + (budget_mib + 256) * MIB,
         "relay RSS {} MiB, settled at {} MiB (bound: the budget plus 256 MiB)",
         rss / MIB,
         settled / MIB

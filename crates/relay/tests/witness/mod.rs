@@ -17,7 +17,7 @@ use url::Url;
 use crate::common::{session, within};
 
 /// Open a uni stream carrying `bytes`, then FIN.
-pub async fn send_uni(transport: &QuicTransport, bytes: &[u8]) {
+pub async fn send_uni<T: Transport>(transport: &T, bytes: &[u8]) {
     let mut stream = transport.open_uni().await.unwrap();
     stream.write(Bytes::copy_from_slice(bytes)).await.unwrap();
     stream.finish().unwrap();
@@ -172,7 +172,7 @@ impl Witness {
 
 /// The session still serves: an announce interest (`request`, a whole ANNOUNCE_REQUEST
 /// stream opening) on a new stream is answered.
-pub async fn assert_alive(transport: &QuicTransport, request: Bytes) {
+pub async fn assert_alive<T: Transport>(transport: &T, request: Bytes) {
     let (mut send, mut recv) = transport.open_bi().await.unwrap();
     send.write(request).await.unwrap();
     let answer = within(recv.read(1024)).await;
