@@ -468,7 +468,7 @@ async fn connections_the_receive_budget_has_no_window_for_are_refused() {
     );
     assert_eq!(
         sample(&text, "starling_receive_pool_windows_bytes"),
-        Some((4 * 64 << 10) as f64)
+        Some((4 * (64 << 10)) as f64)
     );
     assert_eq!(
         sample(&text, "starling_receive_pool_bytes"),
@@ -476,7 +476,7 @@ async fn connections_the_receive_budget_has_no_window_for_are_refused() {
     );
     let status = get(http_addr(&url), "/status.json").await.json();
     assert_eq!(status["receive"]["total"], 512 << 10, "{status}");
-    assert_eq!(status["receive"]["windows"], 4 * 64 << 10);
+    assert_eq!(status["receive"]["windows"], 4 * (64 << 10));
     assert_eq!(status["sessions"]["list"][0]["receive_window"], 64 << 10);
     // A connection that leaves gives its window back.
     held.pop()
@@ -485,7 +485,8 @@ async fn connections_the_receive_budget_has_no_window_for_are_refused() {
     within(async {
         loop {
             let text = get(internal, "/metrics").await.text();
-            if sample(&text, "starling_receive_pool_windows_bytes") == Some((3 * 64 << 10) as f64) {
+            if sample(&text, "starling_receive_pool_windows_bytes") == Some((3 * (64 << 10)) as f64)
+            {
                 break;
             }
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
