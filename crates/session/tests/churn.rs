@@ -43,7 +43,7 @@ fn tracks() -> usize {
 }
 
 /// One track's life: each group written, then read by the subscriber, before the next.
-async fn carry(mut producer: starling_model::TrackProducer, mut consumer: TrackConsumer) -> u64 {
+async fn carry(producer: starling_model::TrackProducer, mut consumer: TrackConsumer) -> u64 {
     for sequence in 0..GROUPS_PER_TRACK {
         let mut group = producer.append_group().unwrap();
         group.write_frame(frame(sequence, "abcdefgh")).unwrap();
@@ -89,7 +89,7 @@ async fn churn(relay: &Relay, from: usize, to: usize) -> u64 {
     let mut carried = 0;
     let mut subscriber_session = None;
     for index in from..to {
-        if (index - from) % SUBSCRIBER_LIFETIME == 0 {
+        if (index - from).is_multiple_of(SUBSCRIBER_LIFETIME) {
             if let Some(old) = subscriber_session.take() {
                 let old: Subscriber = old;
                 old.session
