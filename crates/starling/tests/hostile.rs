@@ -355,16 +355,21 @@ async fn stream_abuse_is_evicted_or_refused_and_the_witness_keeps_flowing() {
     ]))
     .await
     .unwrap();
-    match within(recv.read(64)).await {
-        Err(TransportError::Reset(_)) => {}
-        other => panic!("an oversized SUBSCRIBE resets its stream, got {other:?}"),
-    }
+    // A SUBSCRIBE that fails to decode (past the control bound) is reset CANCELLED (0x1),
+    // as moq-net does (docs/wire.md, SUBSCRIBE).
+    assert_eq!(
+        within(recv.read(64)).await,
+        Err(TransportError::Reset(StreamCode::Cancelled.to_code())),
+        "an oversized SUBSCRIBE resets its stream"
+    );
     let (mut send, mut recv) = bad.open_bi().await.unwrap();
     send.write(Bytes::from_static(&[0xff; 8])).await.unwrap();
-    match within(recv.read(64)).await {
-        Err(TransportError::Reset(_)) => {}
-        other => panic!("an unknown stream type resets its stream, got {other:?}"),
-    }
+    // An unknown stream type: INTERNAL_ERROR (0x0), as moq-net resets it.
+    assert_eq!(
+        within(recv.read(64)).await,
+        Err(TransportError::Reset(StreamCode::Internal.to_code())),
+        "an unknown stream type resets its stream"
+    );
     assert_alive(&bad, announce_request()).await;
     drop(bad);
 
@@ -661,13 +666,33 @@ async fn publisher_and_subscription_abuse_is_bounded_and_the_witness_keeps_flowi
         }
     })
     .await;
+    // An honest group on the same connection, among the frames that never complete, goes
+    // through whole: the subscriber reads all of it.
+    const HONEST: u64 = JUMP + 1000;
+    hand::send_group(&bad, upstream.id, HONEST, Version::Lite06).await;
+    let mut honest = within(async {
+        loop {
+            let group = reader.next_group().await.unwrap().unwrap();
+            if group.sequence() == HONEST {
+                break group;
+            }
+        }
+    })
+    .await;
+    let frame = within(honest.next_frame()).await.unwrap().unwrap();
+    assert_eq!(&frame.payload[..], format!("g{HONEST}").as_bytes());
+    assert!(
+        within(honest.next_frame()).await.unwrap().is_none(),
+        "the honest group ends after its frame"
+    );
     // More of the oldest frame: its group left the cache, so the piece is refused and the
     // stream stopped, not held uncharged.
     let _ = streams[0].write(Bytes::from(vec![0u8; 64 * 1024])).await;
     let stopped = within(streams[0].stopped()).await;
-    assert!(
-        matches!(stopped, Ok(Some(_))),
-        "a piece for an expired group stops its stream, got {stopped:?}"
+    assert_eq!(
+        stopped,
+        Ok(Some(StreamCode::Old.to_code())),
+        "a piece for a group the cache expired stops its stream with OLD (0x34)"
     );
     assert_rss_bounded(&relay, settled, "frames promised and never sent");
     drop(streams);
