@@ -62,6 +62,15 @@ pub enum ConnectError {
 }
 
 impl ConnectError {
+    /// When the relay's admission refused the connection cleanly: the wait it asked for
+    /// (see [`DialError::refusal`]).
+    pub fn refusal(&self) -> Option<std::time::Duration> {
+        match self {
+            ConnectError::Dial(err) => err.refusal(),
+            _ => None,
+        }
+    }
+
     /// A stable name for counting errors by kind.
     pub fn kind(&self) -> String {
         match self {

@@ -357,6 +357,16 @@ impl fmt::Display for Summary {
                 community.removed_refused,
                 community.removed
             )?;
+            writeln!(
+                f,
+                "admission      {} clean refusals retried; {} members admitted after one, {} never admitted; all admitted within {}",
+                community.refusals,
+                community.admitted_after_refusal,
+                community.never_admitted,
+                community
+                    .admission_span_secs
+                    .map_or("-".to_string(), |s| format!("{s:.2} s"))
+            )?;
             if let (Some(mean), Some(peak)) =
                 (community.relay_cores_mean, community.relay_cores_peak)
             {

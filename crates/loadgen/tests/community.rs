@@ -28,6 +28,15 @@ async fn community_on_a_relay(dir: &std::path::Path) -> CommunityArgs {
     })
     .await;
     CommunityArgs {
+        url,
+        ..community_on_a_relay_args(dir)
+    }
+}
+
+/// A small community's arguments, with tokens from `dir` (the URL is the caller's to set).
+fn community_on_a_relay_args(dir: &std::path::Path) -> CommunityArgs {
+    let url = url::Url::parse("https://unset.invalid/").unwrap();
+    CommunityArgs {
         open_channels: 6,
         member_channels: 6,
         members: 12,
@@ -98,4 +107,43 @@ async fn agents_poll_open_channels_while_members_read_members_only_ones() {
     assert!(summary.latency["http_announced"].count > 0);
     let report = summary.community.as_ref().unwrap();
     assert_eq!(report.history_complete, 12 * 2);
+}
+
+/// Issue 25 item 3: members the relay refuses cleanly (here its per-source handshake rate,
+/// 4 a second, applied to loopback) come back after the wait the relay asked for, with
+/// jitter, until they are in; the summary counts the refusals apart from errors and says
+/// how long admitting everyone took.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_members_retry_until_they_are_admitted() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = start_relay_with(RelayConfig {
+        auth: AuthConfig {
+            keys: Some(KeySource::Dir(dir.path().to_path_buf())),
+            ..AuthConfig::default()
+        },
+        admission: starling_net::AdmissionLimits {
+            handshakes_per_second_per_source: 4,
+            exempt_loopback: false,
+            ..starling_net::AdmissionLimits::default()
+        },
+        ..Default::default()
+    })
+    .await;
+    let args = CommunityArgs {
+        live_secs: 6.0,
+        url,
+        ..community_on_a_relay_args(dir.path())
+    };
+    let summary = run_without_errors(&args).await;
+    assert_eq!(summary.connections.connected, 12, "every member got in");
+    let report = summary.community.as_ref().unwrap();
+    assert!(report.refusals > 0, "{report:?}");
+    assert!(report.admitted_after_refusal > 0);
+    assert_eq!(report.never_admitted, 0);
+    assert_eq!(report.history_complete, report.history_owed);
+    let span = report.admission_span_secs.expect("everyone admitted");
+    assert!(
+        span > 0.5,
+        "admitting twelve at four a second took {span} s"
+    );
 }

@@ -457,13 +457,38 @@ async fn connections_the_receive_budget_has_no_window_for_are_refused() {
     );
     let (status, head) = http_support::upgrade_head(&url, "/").await;
     assert_eq!(status, 503, "{head}");
+    // Clients tell a clean refusal from a failure, with the wait it asks for.
+    let quic = within(common::quic_client(Version::Lite06).connect(&url))
+        .await
+        .expect_err("refused");
+    assert_eq!(
+        starling_net::DialError::Quic(quic).refusal(),
+        Some(std::time::Duration::from_secs(1))
+    );
+    let ws = url::Url::parse(&format!("ws://{}/", http_addr(&url))).unwrap();
+    let websocket = within(starling_net::qmux::connect(
+        &ws,
+        &[Version::Lite06.alpn()],
+        &starling_net::TlsVerify::Disabled,
+    ))
+    .await
+    .expect_err("refused");
+    assert!(
+        matches!(
+            websocket,
+            starling_net::qmux::QmuxConnectError::Unavailable {
+                retry_after: Some(wait)
+            } if wait == std::time::Duration::from_secs(1)
+        ),
+        "{websocket:?}"
+    );
     let text = get(internal, "/metrics").await.text();
     assert_eq!(
         sample(
             &text,
             "starling_connections_refused_total{reason=\"receive_budget\"}"
         ),
-        Some(2.0),
+        Some(4.0),
         "{text}"
     );
     assert_eq!(

@@ -33,7 +33,7 @@ pub(super) async fn member(i: usize, plan: &Plan) {
     let channels = plan.layout.channels_of(i);
     let url = plan.member_url(i, kind);
     let started = plan.clock.now_ns();
-    let deadline = tokio::time::Instant::now() + plan.timeout;
+    plan.first_dial_ns.fetch_min(started, Ordering::AcqRel);
     let origin = Origin::new();
     let mut config = SessionConfig::new(0);
     config.consume = Some(origin.clone());
@@ -41,22 +41,45 @@ pub(super) async fn member(i: usize, plan: &Plan) {
         .iter()
         .filter_map(|c| Path::new(&c.path()).ok())
         .collect();
-    // Boxed: the dial's state (handshakes, TLS) is most of a member's future, and held
-    // inline it would stay allocated, and touched, for the member's whole life.
-    let dial = Box::pin(plan.dialer.connect(&url, Role::Subscriber, config));
-    let connected = tokio::select! {
-        connected = tokio::time::timeout_at(deadline, dial) => connected,
-        _ = plan.stop.stopped() => return,
-    };
-    let session = match connected {
-        Err(_) => return recorder.errors.count("connect_timeout"),
-        // A removed member dialing after its key is gone is refused, as it should be.
-        Ok(Err(_)) if removable && plan.removed_at_ns.load(Ordering::Acquire) != 0 => {
-            return Recorder::bump(&plan.removed_refused, 1);
+    let mut refused = 0u32;
+    let session = loop {
+        let deadline = tokio::time::Instant::now() + plan.timeout;
+        // Boxed: the dial's state (handshakes, TLS) is most of a member's future, and held
+        // inline it would stay allocated, and touched, for the member's whole life.
+        let dial = Box::pin(plan.dialer.connect(&url, Role::Subscriber, config.clone()));
+        let connected = tokio::select! {
+            connected = tokio::time::timeout_at(deadline, dial) => connected,
+            _ = plan.stop.stopped() => return,
+        };
+        match connected {
+            Err(_) => return recorder.errors.count("connect_timeout"),
+            // A removed member dialing after its key is gone is refused, as it should be.
+            Ok(Err(_)) if removable && plan.removed_at_ns.load(Ordering::Acquire) != 0 => {
+                return Recorder::bump(&plan.removed_refused, 1);
+            }
+            // The relay said no cleanly: come back after the wait it asked for.
+            Ok(Err(err)) if err.refusal().is_some() => {
+                Recorder::bump(&plan.refusals, 1);
+                refused += 1;
+                let wait = jittered(err.refusal().unwrap_or_default(), i, refused);
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => continue,
+                    _ = plan.stop.stopped() => {
+                        return Recorder::bump(&plan.never_admitted, 1);
+                    }
+                }
+            }
+            Ok(Err(err)) => return recorder.errors.count(&err.kind()),
+            Ok(Ok(session)) => break session,
         }
-        Ok(Err(err)) => return recorder.errors.count(&err.kind()),
-        Ok(Ok(session)) => session,
     };
+    if refused > 0 {
+        Recorder::bump(&plan.admitted_after_refusal, 1);
+    }
+    plan.last_admitted_ns
+        .fetch_max(plan.clock.now_ns(), Ordering::AcqRel);
+    // The member's deadlines (first message, history) run from its admission.
+    let deadline = tokio::time::Instant::now() + plan.timeout;
     recorder.connect.record(plan.clock.now_ns() - started);
     Recorder::bump(&recorder.connected, 1);
 
@@ -87,6 +110,19 @@ pub(super) async fn member(i: usize, plan: &Plan) {
         None => {}
     }
     session.close(SessionCode::NoError, "done");
+}
+
+/// `wait` spread over half to one and a half of itself, differently for each member and
+/// attempt, so members refused together do not all come back together.
+fn jittered(wait: std::time::Duration, member: usize, attempt: u32) -> std::time::Duration {
+    // splitmix64 of (member, attempt): cheap, and the same run retries the same way.
+    let mut x = (member as u64) << 32 ^ u64::from(attempt);
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^= x >> 31;
+    let unit = (x >> 11) as f64 / (1u64 << 53) as f64;
+    wait.mul_f64(0.5 + unit)
 }
 
 /// A stable name for why a session ended under a member.
@@ -202,5 +238,30 @@ async fn read_message(
         }
         Ok(None) => Err("group_empty".into()),
         Err(code) => Err(format!("group_reset:{code:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::jittered;
+    use std::time::Duration;
+
+    #[test]
+    fn retries_spread_over_half_to_one_and_a_half_of_the_wait() {
+        let wait = Duration::from_secs(1);
+        let waits: Vec<Duration> = (0..1000).map(|m| jittered(wait, m, 1)).collect();
+        assert!(waits
+            .iter()
+            .all(|w| *w >= wait / 2 && *w < wait.mul_f64(1.5)));
+        let early = waits.iter().filter(|w| **w < wait).count();
+        assert!(
+            (400..600).contains(&early),
+            "{early} of 1000 below the wait"
+        );
+        assert_ne!(
+            jittered(wait, 7, 1),
+            jittered(wait, 7, 2),
+            "attempts differ"
+        );
     }
 }

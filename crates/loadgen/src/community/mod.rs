@@ -273,6 +273,14 @@ pub(crate) struct Plan {
     /// Removed members that dialed after the removal and were refused.
     removed_refused: AtomicU64,
     started: AtomicU64,
+    /// Clean refusals by the relay's admission (each followed by a retry), members admitted
+    /// after at least one, and members still refused when the run ended.
+    refusals: AtomicU64,
+    admitted_after_refusal: AtomicU64,
+    never_admitted: AtomicU64,
+    /// The run clock when the first member started dialing and when the last was admitted.
+    first_dial_ns: AtomicU64,
+    last_admitted_ns: AtomicU64,
 }
 
 impl Plan {
@@ -322,6 +330,15 @@ pub struct CommunityReport {
     pub removed: usize,
     pub removed_closed: u64,
     pub removed_refused: u64,
+    /// Clean refusals by the relay's admission (QUIC CONNECTION_REFUSED, WebSocket 503),
+    /// each retried after the wait the relay asked for with jitter; members admitted after
+    /// at least one; members still refused when the run ended (not errors: the relay said
+    /// no cleanly).
+    pub refusals: u64,
+    pub admitted_after_refusal: u64,
+    pub never_admitted: u64,
+    /// From the first member's dial to the last member's admission, in seconds.
+    pub admission_span_secs: Option<f64>,
     /// Relay CPU over the burst and the live part, in cores: mean, and the busiest second.
     pub relay_cores_mean: Option<f64>,
     pub relay_cores_peak: Option<f64>,
@@ -447,6 +464,11 @@ async fn run_until(
         removed_closed: AtomicU64::new(0),
         removed_refused: AtomicU64::new(0),
         started: AtomicU64::new(0),
+        refusals: AtomicU64::new(0),
+        admitted_after_refusal: AtomicU64::new(0),
+        never_admitted: AtomicU64::new(0),
+        first_dial_ns: AtomicU64::new(u64::MAX),
+        last_admitted_ns: AtomicU64::new(0),
     });
 
     let scrape_before = match &args.metrics_url {
@@ -614,6 +636,14 @@ async fn run_until(
         removed: plan.removal.count(),
         removed_closed: Recorder::load(&plan.removed_closed),
         removed_refused: Recorder::load(&plan.removed_refused),
+        refusals: Recorder::load(&plan.refusals),
+        admitted_after_refusal: Recorder::load(&plan.admitted_after_refusal),
+        never_admitted: Recorder::load(&plan.never_admitted),
+        admission_span_secs: {
+            let first = Recorder::load(&plan.first_dial_ns);
+            let last = Recorder::load(&plan.last_admitted_ns);
+            (first != u64::MAX && last >= first).then(|| (last - first) as f64 / 1e9)
+        },
         relay_cores_mean: relays.first().map(|r| r.cpu_percent / 100.0),
         relay_cores_peak: relays.first().map(|r| r.peak_cpu_percent / 100.0),
         relay_rss_per_client_bytes: rss_per_client,

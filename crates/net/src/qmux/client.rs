@@ -34,6 +34,10 @@ pub enum QmuxConnectError {
     Tls(String),
     #[error("the server answered the upgrade with HTTP {0}")]
     HttpStatus(u16),
+    /// The server refused the upgrade for now (HTTP 503), asking to come back after
+    /// `retry_after` when it said (its `Retry-After` in seconds).
+    #[error("the server is refusing connections for now (HTTP 503, retry after {retry_after:?})")]
+    Unavailable { retry_after: Option<Duration> },
     #[error("WebSocket: {0}")]
     WebSocket(String),
     #[error("server negotiated no moq protocol")]
@@ -166,6 +170,18 @@ async fn websocket(
 
 fn ws_error(err: tokio_tungstenite::tungstenite::Error) -> QmuxConnectError {
     match err {
+        tokio_tungstenite::tungstenite::Error::Http(response)
+            if response.status() == http::StatusCode::SERVICE_UNAVAILABLE =>
+        {
+            QmuxConnectError::Unavailable {
+                retry_after: response
+                    .headers()
+                    .get(http::header::RETRY_AFTER)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                    .map(Duration::from_secs),
+            }
+        }
         tokio_tungstenite::tungstenite::Error::Http(response) => {
             QmuxConnectError::HttpStatus(response.status().as_u16())
         }
