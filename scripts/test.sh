@@ -43,19 +43,17 @@ CACHE="${STARLING_CACHE:-$HOME/.cache/starling}"
 export STARLING_MOQ_RELAY="$CACHE/moq-relay-0.17.10/bin/moq-relay"
 export STARLING_MOQ_CLI="$CACHE/moq-cli-0.14.10/bin/moq"
 
-# Every cargo-fuzz target is built (nightly, exactly as scripts/fuzz.sh builds it to run it,
-# installing the nightly toolchain and cargo-fuzz when missing), so none can stop compiling
-# unnoticed. Beside the Rust groups, whose tests mostly wait on sockets and timers.
-scripts/fuzz.sh --build >target/fuzz-build.log 2>&1 &
-fuzz_build=$!
-
 group "cargo fmt" cargo fmt --all -- --check
 group "cargo clippy" cargo clippy --workspace --all-targets --locked -- -D warnings
 group "cargo test" cargo test --workspace --locked --no-fail-fast
 
+# Every cargo-fuzz target is built (nightly, exactly as scripts/fuzz.sh builds it to run it,
+# installing the nightly toolchain and cargo-fuzz when missing), so none can stop compiling
+# unnoticed. After the Rust tests rather than beside them: on two cores a second heavy build
+# would slow the timing-sensitive tests it overlapped.
 fuzz_build() {
     local ok=0
-    wait "$fuzz_build" || ok=$?
+    scripts/fuzz.sh --build >target/fuzz-build.log 2>&1 || ok=$?
     if [ "$ok" -eq 0 ]; then
         grep '^fuzz: built' target/fuzz-build.log
     else
