@@ -45,6 +45,8 @@ use starling_relay::{
 };
 use tower_service::Service;
 
+use crate::harness::{with_relay, Slot};
+
 /// The certificate pin the routers serve.
 const FINGERPRINT: &str = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0";
 /// The one key of the relay with authentication on (the `auth` target's seed key).
@@ -71,7 +73,7 @@ const FETCH_TIMEOUT: Duration = Duration::from_secs(2);
 const STEP: Duration = Duration::from_secs(10);
 
 thread_local! {
-    static HARNESS: RefCell<Option<Harness>> = const { RefCell::new(None) };
+    static HARNESS: Slot<Relay> = const { RefCell::new(None) };
 }
 
 /// Which relay a request goes to.
@@ -97,14 +99,9 @@ fn answer(data: &[u8]) -> Option<(u16, Vec<u8>)> {
         return None;
     }
     check_facts(&uri);
-    // Taken out while it runs: an input that panics takes the harness with it.
-    let mut harness = HARNESS
-        .with(|cell| cell.borrow_mut().take())
-        .unwrap_or_else(Harness::new);
-    let runtime = harness.runtime.take().expect("the harness has its runtime");
-    let answer = runtime.block_on(harness.relay.request(mode, &uri));
-    harness.runtime = Some(runtime);
-    HARNESS.with(|cell| *cell.borrow_mut() = Some(harness));
+    let answer = with_relay(&HARNESS, Relay::start, |runtime, relay| {
+        runtime.block_on(relay.request(mode, &uri))
+    });
     Some(answer)
 }
 
@@ -169,27 +166,6 @@ fn is_hidden(path: &Path) -> bool {
 
 fn group_body(sequence: usize) -> Vec<u8> {
     GROUPS[sequence].concat().into_bytes()
-}
-
-/// The runtime and the relay every input of this thread meets.
-struct Harness {
-    runtime: Option<tokio::runtime::Runtime>,
-    relay: Relay,
-}
-
-impl Harness {
-    fn new() -> Self {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .expect("a runtime");
-        let relay = runtime.block_on(Relay::start());
-        Harness {
-            runtime: Some(runtime),
-            relay,
-        }
-    }
 }
 
 /// The origin and the three routers over it.

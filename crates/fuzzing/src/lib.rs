@@ -6,6 +6,7 @@
 //! never panics; and what it decodes, encoded again, decodes to the same value.
 
 mod checks;
+mod harness;
 mod http;
 mod ietf;
 mod seeds;

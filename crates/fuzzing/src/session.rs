@@ -30,6 +30,8 @@ use starling_session::{Accepting, ClientSetup, Session, SessionConfig};
 use starling_transport::mem::{pair, MemRecv, MemSend, MemTransport};
 use starling_transport::{RecvStream, SendStream, Transport};
 
+use crate::harness::{with_relay, Slot};
+
 /// The hostile session's receive budget: small, so the short inputs this target runs with
 /// (scripts/fuzz.sh caps them at 384 bytes) reach eviction.
 const BUDGET: usize = 256;
@@ -39,7 +41,7 @@ const MAX_CONTROL_MESSAGE: usize = 192;
 const STEP: Duration = Duration::from_secs(5);
 
 thread_local! {
-    static HARNESS: RefCell<Option<Harness>> = const { RefCell::new(None) };
+    static HARNESS: Slot<Relay> = const { RefCell::new(None) };
 }
 
 pub fn session(data: &[u8]) -> bool {
@@ -56,36 +58,9 @@ pub fn ietf_session(data: &[u8]) -> bool {
 }
 
 fn run(data: &[u8], protocol: Protocol) -> bool {
-    // Taken out while it runs: an input that panics takes the harness with it.
-    let mut harness = HARNESS
-        .with(|cell| cell.borrow_mut().take())
-        .unwrap_or_else(Harness::new);
-    let runtime = harness.runtime.take().expect("the harness has its runtime");
-    let decoded = runtime.block_on(harness.relay.drive(data, protocol));
-    harness.runtime = Some(runtime);
-    HARNESS.with(|cell| *cell.borrow_mut() = Some(harness));
-    decoded
-}
-
-/// The runtime and the relay every input of this thread meets.
-struct Harness {
-    runtime: Option<tokio::runtime::Runtime>,
-    relay: Relay,
-}
-
-impl Harness {
-    fn new() -> Self {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .expect("a runtime");
-        let relay = runtime.block_on(Relay::start());
-        Harness {
-            runtime: Some(runtime),
-            relay,
-        }
-    }
+    with_relay(&HARNESS, Relay::start, |runtime, relay| {
+        runtime.block_on(relay.drive(data, protocol))
+    })
 }
 
 /// The relay side: an origin publishing one track, and an honest subscriber reading it.
