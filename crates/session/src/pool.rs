@@ -213,9 +213,11 @@ impl ReceivePool {
     }
 
     /// Register a connection with its initial window (granted even past the window room:
-    /// admission is what refuses connections the pool has no room for).
+    /// admission is what refuses connections the pool has no room for). Borrowed holdings
+    /// make room for it first: the new window is entitled, as a growing one is.
     pub(crate) fn join(&self, borrower: Weak<dyn Borrower>) -> usize {
         let initial = self.0.range.initial;
+        self.make_room(initial, Rank::Control, u64::MAX, true);
         self.add_windows(initial);
         let consumed_at_pass = borrower.upgrade().map_or(0, |b| b.consumed());
         let mut registry = self.0.registry.lock();

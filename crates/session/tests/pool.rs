@@ -464,6 +464,7 @@ mod against_a_reference {
                             || (model.reclaim(clock) && model.windows() + INITIAL <= TOTAL / 2);
                         prop_assert_eq!(admitted, model_admits);
                         if admitted {
+                            model.make_room(INITIAL, Rank::Control, usize::MAX, true);
                             real.conns.push(Some(connection(&pool, LIMIT)));
                             model.conns.push(Some(Conn { window: INITIAL, consumed: 0, tried_at: 0, at_pass: 0 }));
                         }
