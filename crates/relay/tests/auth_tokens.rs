@@ -517,6 +517,11 @@ async fn http_requests_are_admitted_by_their_jwt() {
     let operator = key.sign(&claims("", &[], &["**"])).unwrap();
     let listing = |token: &str| format!("/announced/room?jwt={token}");
     assert_eq!(http_status(port, "/announced/room").await, 401, "no token");
+    // A `?` encoded in the path stays in the path: the request's own token still counts.
+    assert_eq!(
+        http_get(port, &format!("/announced/room/alice%3Fx?jwt={everything}")).await,
+        (200, String::new())
+    );
     assert_eq!(
         http_get(port, &listing(&everything)).await,
         (200, "alice\nbob".to_string())

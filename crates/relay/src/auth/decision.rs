@@ -30,11 +30,19 @@ pub struct SessionFacts {
 impl SessionFacts {
     /// Facts for a request target `/path?query` on `transport`.
     pub fn new(transport: TransportKind, target: &str) -> Self {
-        let path = target.split_once('?').map_or(target, |(path, _)| path);
+        match target.split_once('?') {
+            Some((path, query)) => Self::from_parts(transport, path, Some(query)),
+            None => Self::from_parts(transport, target, None),
+        }
+    }
+
+    /// Facts for a path (its leading `/` optional) and raw query already split apart, as a
+    /// router hands them over: a `%3F` decoded in the path stays in the path.
+    pub fn from_parts(transport: TransportKind, path: &str, query: Option<&str>) -> Self {
         SessionFacts {
             transport,
             path: format!("/{}", path.trim_start_matches('/')),
-            query: Self::query_of(target),
+            query: query.filter(|q| !q.is_empty()).map(str::to_owned),
             role: None,
             remote: None,
             local: None,

@@ -77,12 +77,8 @@ pub(crate) async fn admit(
             permissions: None,
         });
     };
-    let target = match query {
-        Some(query) => format!("/{path}?{query}"),
-        None => format!("/{path}"),
-    };
     let grant = authority
-        .check(SessionFacts::new(TransportKind::Http, &target))
+        .check(SessionFacts::from_parts(TransportKind::Http, path, query))
         .await
         .map_err(|refusal| {
             tracing::debug!(%refusal, "http request refused");
