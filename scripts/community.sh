@@ -10,7 +10,8 @@
 #   MEMBERS=2000 AGENTS=200 PAIRS=1 scripts/community.sh  # a quick run
 #   AUTH=url scripts/community.sh                         # Starling asks `moq auth serve` too
 #   PIN=1 scripts/community.sh                            # relay on CPU 0, load generator on CPU 1
-#   RELAY_ARGS="--max-lag-ms 100" scripts/community.sh    # extra flags for Starling's relay
+#   RELAY_ARGS="--max-lag-ms 0" scripts/community.sh      # extra flags for Starling's relay
+#   KINDS=starling scripts/community.sh                   # Starling alone (no ratios)
 #
 # Access: every token is verified against a key directory the load generator writes. moq-relay
 # 0.17 only decides through an auth server, so it runs with --auth-url pointed at
@@ -106,7 +107,7 @@ load_args() {
 }
 
 for pair in $(seq 1 "$PAIRS"); do
-    for kind in starling moq-relay; do
+    for kind in ${KINDS:-starling moq-relay}; do
         keys="$KEYS_ROOT/$kind-$pair"
         mkdir -p "$keys"
         start_community_relay "$kind" "$keys"
@@ -141,7 +142,16 @@ rm -rf "$KEYS_ROOT"
     echo
     echo "Load: \`starling-load $(load_args)\` (members over $TRANSPORT)."
     echo
-    "$LOAD" compare --runs "$OUT" --a starling --b moq-relay
+    if [ "${KINDS:-starling moq-relay}" = "starling moq-relay" ]; then
+        "$LOAD" compare --runs "$OUT" --a starling --b moq-relay
+    else
+        for summary in "$OUT"/community/*.txt; do
+            echo "#### $(basename "$summary" .txt)"
+            echo
+            cat "$summary"
+            echo
+        done
+    fi
 } >"$OUT/report.md"
 cat "$OUT/report.md"
 echo "written: $OUT/report.md"

@@ -1,9 +1,12 @@
-//! Admission: how many sessions the relay holds, and how many each source may hold and open
-//! per second. Sans-IO: the caller passes the time; listeners refuse before any handshake
-//! work (QUIC CONNECTION_REFUSED, HTTP 503 with Retry-After).
+//! Admission: how many sessions the relay holds, how many each source may hold and open
+//! per second, and how many may be setting up at once ([`crate::setup`], the limit that
+//! finds the host's knee from the runtime's lag). Sans-IO: the caller passes the time;
+//! listeners refuse before any handshake work (QUIC CONNECTION_REFUSED, HTTP 503 with
+//! Retry-After).
 //!
 //! A [`Ticket`] is one admitted connection, from its first packet (or HTTP upgrade) to the
-//! session's end; dropping it gives the slot back. Sources are IPv4 addresses and IPv6 /64
+//! session's end; dropping it gives the slot back. It holds a setup slot too until the
+//! session is [established](Ticket::established). Sources are IPv4 addresses and IPv6 /64
 //! prefixes (one host usually holds a whole /64). The per-source table holds sources with a
 //! session plus those seen within the last second, and never more than [`MAX_SOURCES`]:
 //! sources flooding from spoofed addresses age out instead of growing it.
@@ -17,6 +20,11 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::overload::{self, Lag};
+use crate::setup::{Pressure, SetupFull, SetupLimit, SetupStats};
+
+/// The default lag bound: past it only [`crate::setup::SETUP_FLOOR`] connections set up at
+/// once, and past a quarter of it the setup limit shrinks.
+pub const DEFAULT_MAX_LAG: Duration = Duration::from_millis(100);
 
 /// Most sources tracked at once; past it, new sources are refused until idle ones age out.
 pub const MAX_SOURCES: usize = 65_536;
@@ -35,8 +43,9 @@ pub struct AdmissionLimits {
     pub handshakes_per_second_per_source: u32,
     /// Loopback sources skip the per-source bounds (local load generators, sidecars).
     pub exempt_loopback: bool,
-    /// Refuse new connections while the runtime runs this late ([`crate::overload`]);
-    /// `None`: never on lag.
+    /// The runtime's lag bound ([`crate::overload`]): past a quarter of it the setup
+    /// limit shrinks, past it only the limit's floor may set up at once. `None`: the lag is
+    /// not measured and the setup limit only grows.
     pub max_lag: Option<Duration>,
 }
 
@@ -49,7 +58,7 @@ impl Default for AdmissionLimits {
             max_sessions_per_source: 256,
             handshakes_per_second_per_source: 64,
             exempt_loopback: true,
-            max_lag: None,
+            max_lag: Some(DEFAULT_MAX_LAG),
         }
     }
 }
@@ -65,20 +74,25 @@ pub enum Refusal {
     SourceRate,
     /// The source table is full of live sources.
     Sources,
-    /// The runtime runs later than `max_lag`: the host is overloaded.
+    /// The runtime runs later than `max_lag` and the setup limit's floor is setting up:
+    /// the host is overloaded.
     Overload,
     /// The relay-wide receive budget has no window left for one more connection.
     ReceiveBudget,
+    /// The adaptive setup limit is reached: as many connections are setting up as the
+    /// host's recent lag allows.
+    Setup,
 }
 
 impl Refusal {
-    pub const ALL: [Refusal; 6] = [
+    pub const ALL: [Refusal; 7] = [
         Refusal::Sessions,
         Refusal::SourceSessions,
         Refusal::SourceRate,
         Refusal::Sources,
         Refusal::Overload,
         Refusal::ReceiveBudget,
+        Refusal::Setup,
     ];
 
     /// The label metrics use.
@@ -90,6 +104,7 @@ impl Refusal {
             Refusal::Sources => "sources",
             Refusal::Overload => "lag",
             Refusal::ReceiveBudget => "receive_budget",
+            Refusal::Setup => "setup",
         }
     }
 
@@ -146,6 +161,9 @@ pub struct Admission {
     state: Mutex<State>,
     refused: [AtomicU64; Refusal::ALL.len()],
     lag: Arc<Lag>,
+    setup: SetupLimit,
+    /// QUIC Initials answered with a Retry while setups were strained.
+    retries: AtomicU64,
     room: std::sync::OnceLock<RoomCheck>,
 }
 
@@ -165,6 +183,8 @@ impl Admission {
             state: Mutex::new(State::default()),
             refused: Default::default(),
             lag: Arc::new(Lag::new(Instant::now())),
+            setup: SetupLimit::default(),
+            retries: AtomicU64::new(0),
             room: std::sync::OnceLock::new(),
         })
     }
@@ -188,6 +208,43 @@ impl Admission {
         self.lag.at(now)
     }
 
+    /// The host's pressure at `now`: the lag against its bound.
+    pub fn pressure(&self, now: Instant) -> Pressure {
+        Pressure::of(self.lag.at(now), self.limits.max_lag)
+    }
+
+    /// The setup limit's state.
+    pub fn setup(&self) -> SetupStats {
+        self.setup.stats()
+    }
+
+    /// Whether a QUIC listener should ask an address it has not validated for a Retry
+    /// before any handshake work (counted when `retry` is true): half the setup limit is in
+    /// use, or the runtime runs late.
+    pub fn wants_retry(&self, now: Instant) -> bool {
+        self.setup.strained(self.pressure(now))
+    }
+
+    /// Count a QUIC Retry sent.
+    pub fn count_retry(&self) {
+        self.retries.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// QUIC Retries sent so far.
+    pub fn retries(&self) -> u64 {
+        self.retries.load(Ordering::Relaxed)
+    }
+
+    /// Admit a request that sets up nothing lasting (an HTTP API request) at `now`, or
+    /// refuse it while the runtime runs past its lag bound (counted `lag`).
+    pub fn admit_request(&self, now: Instant) -> Result<(), Refusal> {
+        if self.pressure(now) == Pressure::Overloaded {
+            self.refused[Refusal::Overload.index()].fetch_add(1, Ordering::Relaxed);
+            return Err(Refusal::Overload);
+        }
+        Ok(())
+    }
+
     /// The lag as the probe feeds it, for tests to feed by hand.
     #[cfg(test)]
     fn lag_gauge(&self) -> &Lag {
@@ -207,14 +264,12 @@ impl Admission {
         result.map(|source| Ticket {
             admission: self.clone(),
             source,
+            setting_up: true,
         })
     }
 
     fn try_admit(&self, ip: IpAddr, now: Instant) -> Result<Option<SourceKey>, Refusal> {
         let limits = &self.limits;
-        if limits.max_lag.is_some_and(|max| self.lag.at(now) > max) {
-            return Err(Refusal::Overload);
-        }
         if self.room.get().is_some_and(|room| !room(now)) {
             return Err(Refusal::ReceiveBudget);
         }
@@ -223,6 +278,7 @@ impl Admission {
             return Err(Refusal::Sessions);
         }
         if limits.exempt_loopback && ip.is_loopback() {
+            self.begin_setup(now)?;
             state.sessions += 1;
             return Ok(None);
         }
@@ -258,10 +314,26 @@ impl Admission {
         if source.tokens < 1.0 {
             return Err(Refusal::SourceRate);
         }
+        self.begin_setup(now)?;
         source.tokens -= 1.0;
         source.sessions += 1;
         state.sessions += 1;
         Ok(Some(key))
+    }
+
+    /// Take a setup slot, last: a connection another bound refuses takes none.
+    fn begin_setup(&self, now: Instant) -> Result<(), Refusal> {
+        self.setup
+            .try_begin(now, self.pressure(now))
+            .map_err(|full| match full {
+                SetupFull::Limit => Refusal::Setup,
+                SetupFull::Overloaded => Refusal::Overload,
+            })
+    }
+
+    fn end_setup(&self, completed: bool) {
+        let now = Instant::now();
+        self.setup.end(now, self.pressure(now), completed);
     }
 
     fn release(&self, source: Option<SourceKey>) {
@@ -290,15 +362,30 @@ impl Admission {
     }
 }
 
-/// One admitted connection; dropping it frees the slot.
+/// One admitted connection; dropping it frees the slot (and its setup slot, if its session
+/// was never established).
 #[derive(Debug)]
 pub struct Ticket {
     admission: Arc<Admission>,
     source: Option<SourceKey>,
+    setting_up: bool,
+}
+
+impl Ticket {
+    /// The connection's session is established: its setup slot is free, and counts as a
+    /// setup completed (which grows the limit while the host is calm).
+    pub fn established(&mut self) {
+        if std::mem::take(&mut self.setting_up) {
+            self.admission.end_setup(true);
+        }
+    }
 }
 
 impl Drop for Ticket {
     fn drop(&mut self) {
+        if self.setting_up {
+            self.admission.end_setup(false);
+        }
         self.admission.release(self.source);
     }
 }
@@ -399,31 +486,99 @@ mod tests {
     }
 
     #[test]
-    fn a_lagging_runtime_refuses_until_the_lag_decays() {
+    fn a_lagging_runtime_lets_only_the_setup_floor_in_until_the_lag_decays() {
+        use crate::setup::SETUP_FLOOR;
         let gate = Admission::new(AdmissionLimits {
             max_lag: Some(Duration::from_millis(200)),
+            max_sessions: 1000,
             ..limits()
         });
         let start = Instant::now();
-        assert!(gate.admit(ip("127.0.0.1"), start).is_ok());
         gate.lag_gauge().expect(start);
         gate.lag_gauge().fired(start + Duration::from_millis(500));
         let busy = start + Duration::from_millis(500);
+        let mut setting_up: Vec<_> = (0..SETUP_FLOOR)
+            .map(|_| gate.admit(ip("127.0.0.1"), busy).unwrap())
+            .collect();
         assert_eq!(
             gate.admit(ip("127.0.0.1"), busy).unwrap_err(),
             Refusal::Overload,
             "loopback is not exempt from the host's own load"
         );
         assert_eq!(gate.refused()[4], (Refusal::Overload, 1));
-        // Two half-lives on, 125 ms: admitted again.
+        assert!(gate.wants_retry(busy));
+        // A session established frees its setup slot, not its session slot.
+        setting_up[0].established();
+        assert_eq!(gate.setup().in_setup, SETUP_FLOOR - 1);
+        assert_eq!(gate.sessions(), SETUP_FLOOR);
+        let _one_more = gate.admit(ip("127.0.0.1"), busy).unwrap();
+        drop(setting_up);
+        // Two half-lives on, 125 ms: past a quarter of the bound, so busy, but the limit
+        // (shrunk to its floor at most) admits again.
         assert!(gate
             .admit(ip("127.0.0.1"), busy + Duration::from_millis(500))
             .is_ok());
         // Without a bound, lag never refuses.
-        let open = Admission::new(limits());
+        let open = Admission::new(AdmissionLimits {
+            max_lag: None,
+            max_sessions: 1000,
+            ..limits()
+        });
         open.lag_gauge().expect(start);
         open.lag_gauge().fired(busy);
-        assert!(open.admit(ip("127.0.0.1"), busy).is_ok());
+        let _held: Vec<_> = (0..SETUP_FLOOR + 1)
+            .map(|_| open.admit(ip("127.0.0.1"), busy).unwrap())
+            .collect();
+    }
+
+    #[test]
+    fn api_requests_are_refused_only_past_the_lag_bound() {
+        let gate = Admission::new(AdmissionLimits {
+            max_lag: Some(Duration::from_millis(200)),
+            ..limits()
+        });
+        let start = Instant::now();
+        assert_eq!(gate.admit_request(start), Ok(()));
+        gate.lag_gauge().expect(start);
+        gate.lag_gauge().fired(start + Duration::from_millis(300));
+        let busy = start + Duration::from_millis(300);
+        assert_eq!(gate.admit_request(busy), Err(Refusal::Overload));
+        assert_eq!(gate.refused()[4], (Refusal::Overload, 1));
+    }
+
+    #[test]
+    fn a_busy_host_refuses_connections_past_the_setup_limit() {
+        let gate = Admission::new(AdmissionLimits {
+            max_sessions: 10_000,
+            max_lag: Some(Duration::from_millis(200)),
+            ..limits()
+        });
+        let start = Instant::now();
+        // Calm: a burst past the limit is admitted (nothing says the host is short of CPU).
+        let calm: Vec<_> = (0..crate::setup::SETUP_INITIAL + 1)
+            .map(|_| gate.admit(ip("127.0.0.1"), start).unwrap())
+            .collect();
+        drop(calm);
+        // 100 ms late is past a quarter of the bound: the limit shrinks to 48 and binds.
+        gate.lag_gauge().expect(start);
+        gate.lag_gauge().fired(start + Duration::from_millis(100));
+        let busy = start + Duration::from_millis(100);
+        let held: Vec<_> = (0..48)
+            .map(|_| gate.admit(ip("127.0.0.1"), busy).unwrap())
+            .collect();
+        assert_eq!(
+            gate.admit(ip("127.0.0.1"), busy).unwrap_err(),
+            Refusal::Setup
+        );
+        assert_eq!(gate.refused()[6], (Refusal::Setup, 1));
+        assert_eq!(gate.setup().limit, 48);
+        assert_eq!(gate.setup().in_setup, 48);
+        drop(held);
+        assert_eq!(gate.setup().in_setup, 0);
+        assert_eq!(
+            gate.setup().abandoned,
+            crate::setup::SETUP_INITIAL as u64 + 1 + 48
+        );
     }
 
     #[test]

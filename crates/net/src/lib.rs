@@ -19,6 +19,7 @@ pub mod overload;
 pub mod qmux;
 pub mod quic;
 pub mod server;
+pub mod setup;
 mod stream;
 pub mod tls;
 mod transport;

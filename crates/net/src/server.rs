@@ -237,17 +237,34 @@ async fn drive(
             _ = tx.closed() => return,
         };
         let Some(incoming) = incoming else { return };
-        let ticket = match &admission {
-            Some(gate) => {
-                match gate.admit(canonical(incoming.remote_address()).ip(), Instant::now()) {
-                    Ok(ticket) => Some(ticket),
-                    Err(refusal) => {
-                        tracing::debug!(remote = %incoming.remote_address(), reason = refusal.as_str(), "connection refused");
-                        incoming.refuse();
+        let now = Instant::now();
+        // Strained, an address not yet validated gets a stateless Retry first: one packet,
+        // no handshake state, and a spoofed source never comes back.
+        let incoming = match &admission {
+            Some(gate)
+                if !incoming.remote_address_validated()
+                    && incoming.may_retry()
+                    && gate.wants_retry(now) =>
+            {
+                match incoming.retry() {
+                    Ok(()) => {
+                        gate.count_retry();
                         continue;
                     }
+                    Err(err) => err.into_incoming(),
                 }
             }
+            _ => incoming,
+        };
+        let ticket = match &admission {
+            Some(gate) => match gate.admit(canonical(incoming.remote_address()).ip(), now) {
+                Ok(ticket) => Some(ticket),
+                Err(refusal) => {
+                    tracing::debug!(remote = %incoming.remote_address(), reason = refusal.as_str(), "connection refused");
+                    incoming.refuse();
+                    continue;
+                }
+            },
             None => None,
         };
         let alpns = alpns.clone();

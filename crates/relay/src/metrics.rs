@@ -251,10 +251,33 @@ impl RelayMetrics {
                 lag.set(admission.lag(std::time::Instant::now()).as_micros() as i64);
                 registry.register(
                     "runtime_lag_microseconds",
-                    "How late the runtime runs a timer now (measured while --max-lag-ms is set)",
+                    "How late the runtime runs a timer now (measured unless --max-lag-ms 0)",
                     lag,
                 );
             }
+            let setup = admission.setup();
+            let gauge = |value: usize| {
+                let g: Gauge = Gauge::default();
+                g.set(i64::try_from(value).unwrap_or(i64::MAX));
+                g
+            };
+            registry.register(
+                "setup_limit",
+                "Connections that may be setting up at once (adapts to the runtime's lag)",
+                gauge(setup.limit),
+            );
+            registry.register(
+                "setting_up_connections",
+                "Connections admitted whose session is not established yet",
+                gauge(setup.in_setup),
+            );
+            let retries: Counter = Counter::default();
+            retries.inc_by(admission.retries());
+            registry.register(
+                "quic_retries",
+                "QUIC Initials answered with a stateless Retry while setups were strained",
+                retries,
+            );
         }
 
         // Live sessions: gauges by transport and version, and their data counters.

@@ -277,7 +277,8 @@ impl Relay {
                 self.fingerprint.clone(),
                 self.inner.config.http_api.clone(),
             )
-            .with_authority(self.inner.authority.clone());
+            .with_authority(self.inner.authority.clone())
+            .with_admission(self.admission.clone());
             if let Some(pool) = self.inner.config.session_limits.recv_pool.clone() {
                 api = api.with_receive_pool(pool);
             }
@@ -508,8 +509,9 @@ impl Inner {
     /// holds the session for its whole life keeps only what it needs for that (an idle
     /// session's task was 8 KiB, the size of its largest step).
     async fn serve<T: Transport>(self: Arc<Self>, mut accepted: Incoming<T>) {
-        // The admission slot is given back when this returns: the session has ended.
-        let _ticket = accepted.ticket.take();
+        // The admission slot is given back when this returns: the session has ended. Its
+        // setup slot goes once the session is established.
+        let mut ticket = accepted.ticket.take();
         let admitting = Admitting::enter(&self.admitting);
         let remote = accepted.remote;
         let timeout = self.config.session_limits.handshake_timeout;
@@ -629,6 +631,9 @@ impl Inner {
                 return;
             }
         };
+        if let Some(ticket) = &mut ticket {
+            ticket.established();
+        }
         tracing::info!(%remote, %version, binding = binding.as_str(), root = %grant.root, "session");
         let info = SessionInfo {
             id: self.sessions.next_id(),

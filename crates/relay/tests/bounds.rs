@@ -520,3 +520,134 @@ async fn connections_the_receive_budget_has_no_window_for_are_refused() {
     .await;
     let _again = common::dial(&url, Version::Lite06).await;
 }
+
+/// Connections still setting up (here: QUIC handshakes done, no moq SETUP sent) hold setup
+/// slots; a calm relay refuses none of them, however many (they cost it no CPU). From half
+/// the setup limit on, an address not yet validated is asked for a QUIC Retry first, which
+/// the client follows and connects. A session established frees its setup slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_setting_up_are_counted_and_past_half_the_limit_retried() {
+    use starling_net::setup::SETUP_INITIAL;
+    let (relay, url) = bind_relay(RelayConfig {
+        internal_listen: Some("127.0.0.1:0".parse().unwrap()),
+        ..RelayConfig::default()
+    })
+    .await;
+    let internal = relay.internal_addr().expect("internal listener");
+    tokio::spawn(relay.run());
+    let client = common::quic_client(Version::Lite06);
+    let mut stuck = Vec::new();
+    for _ in 0..SETUP_INITIAL / 2 {
+        stuck.push(within(client.connect(&url)).await.expect("connects"));
+    }
+    // Half the limit is setting up: the next address is validated by a Retry first.
+    stuck.push(
+        within(client.connect(&url))
+            .await
+            .expect("connects after a Retry"),
+    );
+    let text = get(internal, "/metrics").await.text();
+    assert!(
+        metric(&text, "starling_quic_retries_total") >= 1.0,
+        "{text}"
+    );
+    while stuck.len() <= SETUP_INITIAL {
+        stuck.push(within(client.connect(&url)).await.expect("connects"));
+    }
+    let text = get(internal, "/metrics").await.text();
+    assert_eq!(
+        metric(&text, "starling_setting_up_connections"),
+        (SETUP_INITIAL + 1) as f64,
+        "{text}"
+    );
+    // Stuck connections that leave give their slots back; a session established is not
+    // left holding one.
+    drop(stuck);
+    settled(internal).await;
+    let _session = session(
+        &url,
+        Version::Lite06,
+        Role::Subscriber,
+        SessionConfig::new(random_hop()),
+    )
+    .await;
+    settled(internal).await;
+}
+
+/// Past the lag bound (here 1 µs, so always past it), only the setup limit's floor sets up
+/// at once: the next connection is refused (QUIC CONNECTION_REFUSED, WebSocket 503 with
+/// Retry-After), and so are API requests, each counted `reason="lag"`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_lag_bound_only_the_setup_floor_sets_up() {
+    use starling_net::setup::SETUP_FLOOR;
+    let (relay, url) = bind_relay(RelayConfig {
+        internal_listen: Some("127.0.0.1:0".parse().unwrap()),
+        admission: starling_net::AdmissionLimits {
+            max_lag: Some(std::time::Duration::from_micros(1)),
+            ..Default::default()
+        },
+        ..RelayConfig::default()
+    })
+    .await;
+    let internal = relay.internal_addr().expect("internal listener");
+    tokio::spawn(relay.run());
+    // The probe has measured the runtime once.
+    within(async {
+        while metric(
+            &get(internal, "/metrics").await.text(),
+            "starling_runtime_lag_microseconds",
+        ) <= 0.0
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let client = common::quic_client(Version::Lite06);
+    let mut stuck = Vec::new();
+    for _ in 0..SETUP_FLOOR {
+        stuck.push(
+            within(client.connect(&url))
+                .await
+                .expect("the floor sets up"),
+        );
+    }
+    let quic = within(client.connect(&url)).await.expect_err("refused");
+    assert_eq!(
+        starling_net::DialError::Quic(quic).refusal(),
+        Some(std::time::Duration::from_secs(1))
+    );
+    let (status, head) = http_support::upgrade_head(&url, "/").await;
+    assert_eq!(status, 503, "{head}");
+    assert!(
+        head.to_ascii_lowercase().contains("retry-after: 1"),
+        "{head}"
+    );
+    let fetch = get(http_addr(&url), "/fetch/room/alice/video").await;
+    assert_eq!(fetch.status, 503);
+    let text = get(internal, "/metrics").await.text();
+    assert_eq!(
+        metric(&text, "starling_connections_refused_total{reason=\"lag\"}"),
+        3.0,
+        "{text}"
+    );
+    drop(stuck);
+    settled(internal).await;
+}
+
+fn metric(text: &str, name: &str) -> f64 {
+    sample(text, name).unwrap_or(-1.0)
+}
+
+/// Wait until no connection is setting up.
+async fn settled(internal: std::net::SocketAddr) {
+    within(async {
+        loop {
+            let text = get(internal, "/metrics").await.text();
+            if metric(&text, "starling_setting_up_connections") == 0.0 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+}

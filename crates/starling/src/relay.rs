@@ -67,9 +67,11 @@ pub struct RelayArgs {
     /// load generators and sidecars).
     #[arg(long)]
     limit_loopback: bool,
-    /// Refuse new connections (QUIC CONNECTION_REFUSED, HTTP 503) while the relay's runtime
-    /// runs this many milliseconds late, so a burst past what the host can serve is refused
-    /// at the door instead of slowing every admitted session (off by default).
+    /// The runtime lag bound in milliseconds (default 100): past a quarter of it the number
+    /// of connections allowed to set up at once shrinks, past it only 16 set up at once and
+    /// new connections are refused (QUIC CONNECTION_REFUSED, HTTP 503 with Retry-After), so
+    /// a burst past what the host can serve is refused at the door instead of slowing every
+    /// admitted session. 0 turns lag-based admission off.
     #[arg(long)]
     max_lag_ms: Option<u64>,
     /// HTTP connections open at once; one more is answered 503 (default 4096).
@@ -388,7 +390,7 @@ fn build(args: RelayArgs) -> anyhow::Result<RelayConfig> {
         admission.max_sessions_per_source = max;
     }
     if let Some(ms) = args.max_lag_ms.or(file.limits.max_lag_ms) {
-        admission.max_lag = Some(std::time::Duration::from_millis(ms));
+        admission.max_lag = (ms > 0).then(|| std::time::Duration::from_millis(ms));
     }
     if let Some(rate) = args
         .max_handshakes_per_ip

@@ -65,6 +65,17 @@ fn refused(refusal: &Refusal) -> HttpError {
     }
 }
 
+/// Refuse an API request while the relay runs past its lag bound: 503 with Retry-After,
+/// before any work is done for it.
+pub(crate) fn shed_load(state: &HttpState) -> Result<(), HttpError> {
+    match &state.admission {
+        Some(admission) => admission
+            .admit_request(std::time::Instant::now())
+            .map_err(|_| HttpError::Busy),
+        None => Ok(()),
+    }
+}
+
 /// Admit a request for `path` (as in the URL, without its leading `/`) with `query`.
 pub(crate) async fn admit(
     state: &HttpState,

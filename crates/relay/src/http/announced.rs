@@ -11,7 +11,7 @@ use std::sync::Arc;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::Uri;
 
-use crate::http::access::{admit, Access};
+use crate::http::access::{admit, shed_load, Access};
 use crate::http::error::HttpError;
 use crate::http::listings::ListingKey;
 use crate::http::scope::is_hidden;
@@ -21,6 +21,7 @@ pub(crate) async fn announced_root(
     State(state): State<Arc<HttpState>>,
     uri: Uri,
 ) -> Result<String, HttpError> {
+    shed_load(&state)?;
     let access = admit(&state, "", uri.query()).await?;
     list(&state, &access, "")
 }
@@ -30,6 +31,7 @@ pub(crate) async fn announced_prefix(
     UrlPath(prefix): UrlPath<String>,
     uri: Uri,
 ) -> Result<String, HttpError> {
+    shed_load(&state)?;
     let access = admit(&state, &prefix, uri.query()).await?;
     list(&state, &access, &prefix)
 }

@@ -83,6 +83,7 @@ pub(crate) async fn fetch(
             "a broadcast and a track are required",
         ));
     };
+    crate::http::access::shed_load(&state)?;
     // Held until the body is sent (or the client goes).
     let slot = state
         .fetches

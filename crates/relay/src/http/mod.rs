@@ -44,6 +44,8 @@ pub(crate) struct HttpState {
     fetches: Arc<tokio::sync::Semaphore>,
     /// `/announced` listings shared by requests under the same grant.
     listings: listings::Listings,
+    /// The relay's admission gate: API requests are refused past its lag bound.
+    admission: Option<Arc<starling_net::Admission>>,
 }
 
 /// Builds the relay's HTTP router.
@@ -57,6 +59,7 @@ pub struct HttpApi {
     upgrade: Option<Router>,
     authority: Option<Authority>,
     receive_pool: Option<starling_session::ReceivePool>,
+    admission: Option<Arc<starling_net::Admission>>,
 }
 
 impl HttpApi {
@@ -75,7 +78,15 @@ impl HttpApi {
             upgrade: None,
             authority: None,
             receive_pool: None,
+            admission: None,
         }
+    }
+
+    /// Refuse `/fetch` and `/announced` with 503 and Retry-After while `admission` finds the
+    /// relay past its lag bound (counted `reason="lag"`).
+    pub fn with_admission(mut self, admission: Arc<starling_net::Admission>) -> Self {
+        self.admission = Some(admission);
+        self
     }
 
     /// Show the relay-wide receive budget on the status page.
@@ -120,6 +131,7 @@ impl HttpApi {
             authority: self.authority,
             fetches: Arc::new(tokio::sync::Semaphore::new(self.config.max_fetches)),
             listings: listings::Listings::default(),
+            admission: self.admission,
             config: self.config,
             feed,
         });
