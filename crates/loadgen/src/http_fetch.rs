@@ -18,6 +18,9 @@ pub enum FetchError {
     Request(#[from] reqwest::Error),
     #[error("HTTP status {0}")]
     Status(u16),
+    /// 503 with a Retry-After in seconds: the relay refused the request cleanly, for now.
+    #[error("HTTP 503, retry after {0:?}")]
+    Refused(std::time::Duration),
 }
 
 impl FetchError {
@@ -28,6 +31,22 @@ impl FetchError {
             FetchError::Request(err) if err.is_connect() => "http_connect".into(),
             FetchError::Request(_) => "http_request".into(),
             FetchError::Status(status) => format!("http_status_{status}"),
+            FetchError::Refused(_) => "http_refused".into(),
+        }
+    }
+
+    /// The error a response that is not a success stands for: a 503 carrying a
+    /// Retry-After in seconds is a clean refusal, anything else its status.
+    pub fn from_response(response: &reqwest::Response) -> Self {
+        let status = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        match (status, retry_after) {
+            (503, Some(secs)) => FetchError::Refused(std::time::Duration::from_secs(secs)),
+            _ => FetchError::Status(status),
         }
     }
 }
@@ -71,9 +90,8 @@ pub async fn fetch_latest(client: &reqwest::Client, url: &Url) -> Result<Fetched
     let started = Instant::now();
     let mut response = client.get(url.clone()).send().await?;
     let headers_ns = started.elapsed().as_nanos() as u64;
-    let status = response.status();
-    if !status.is_success() {
-        return Err(FetchError::Status(status.as_u16()));
+    if !response.status().is_success() {
+        return Err(FetchError::from_response(&response));
     }
     let mut body = Vec::new();
     while let Some(chunk) = response.chunk().await? {

@@ -359,13 +359,14 @@ impl fmt::Display for Summary {
             )?;
             writeln!(
                 f,
-                "admission      {} clean refusals retried; {} members admitted after one, {} never admitted; all admitted within {}",
+                "admission      {} clean refusals retried; {} members admitted after one, {} never admitted; all admitted within {}; {} API requests refused (503 + Retry-After) and waited out",
                 community.refusals,
                 community.admitted_after_refusal,
                 community.never_admitted,
                 community
                     .admission_span_secs
-                    .map_or("-".to_string(), |s| format!("{s:.2} s"))
+                    .map_or("-".to_string(), |s| format!("{s:.2} s")),
+                community.http_refusals
             )?;
             if let (Some(mean), Some(peak)) =
                 (community.relay_cores_mean, community.relay_cores_peak)

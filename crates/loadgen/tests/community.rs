@@ -147,3 +147,37 @@ async fn refused_members_retry_until_they_are_admitted() {
         "admitting twelve at four a second took {span} s"
     );
 }
+
+/// Past the relay's lag bound (1 µs here, so always past it) its API answers 503 with
+/// Retry-After: agents count each as a refusal, not an error, and wait what the relay asked
+/// before asking again; members still get in (the setup floor admits a few at a time).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_refused_past_the_lag_bound_wait_and_count_no_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = start_relay_with(RelayConfig {
+        auth: AuthConfig {
+            keys: Some(KeySource::Dir(dir.path().to_path_buf())),
+            ..AuthConfig::default()
+        },
+        admission: starling_net::AdmissionLimits {
+            max_lag: Some(std::time::Duration::from_micros(1)),
+            ..starling_net::AdmissionLimits::default()
+        },
+        ..Default::default()
+    })
+    .await;
+    let args = CommunityArgs {
+        agents: 3,
+        url,
+        ..community_on_a_relay_args(dir.path())
+    };
+    let summary = run_without_errors(&args).await;
+    let report = summary.community.as_ref().unwrap();
+    assert!(report.http_refusals > 0, "{report:?}");
+    // Each agent waited at least half the 5 s asked before asking again, so in a run of
+    // under 3 s each was refused about once (the first request of each may still have been
+    // answered while the probe had not run yet).
+    assert!(report.http_refusals <= 3, "{report:?}");
+    assert_eq!(report.never_admitted, 0);
+    assert_eq!(report.history_complete, report.history_owed);
+}

@@ -4,7 +4,9 @@
 //! live channels), one request per interval over a kept-alive connection.
 //!
 //! Each request is timed to the end of its body. A fetched body must open with a message's
-//! frame header; an announced listing must name at least one channel.
+//! frame header; an announced listing must name at least one channel. A request the relay
+//! refuses cleanly (503 with Retry-After) is counted as a refusal, not an error, and the
+//! agent waits what the relay asked, with jitter, before its next request.
 
 use std::time::Duration;
 
@@ -30,70 +32,92 @@ pub(super) async fn agent(j: usize, plan: &Plan, token: Option<&str>) {
             _ = every.tick() => {}
             _ = plan.stop.stopped() => break,
         }
-        let ok = if round.is_multiple_of(2) {
+        let outcome = if round.is_multiple_of(2) {
             let open = plan.layout.open_channels.max(1);
             let channel = Channel::open((j + round / 2 * 7919) % open);
             fetch(plan, recorder, channel, token).await
         } else {
             listing(plan, recorder, token).await
         };
-        if ok && !connected {
-            connected = true;
-            Recorder::bump(&recorder.connected, 1);
-        }
         round += 1;
+        match outcome {
+            Outcome::Answered if !connected => {
+                connected = true;
+                Recorder::bump(&recorder.connected, 1);
+            }
+            Outcome::Refused(wait) => {
+                Recorder::bump(&plan.http_refusals, 1);
+                let wait = super::member::jittered(wait, j, round as u32);
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => every.reset(),
+                    _ = plan.stop.stopped() => break,
+                }
+            }
+            _ => {}
+        }
     }
 }
 
-/// Await one request within the deadline: its answer, or `None` when it failed (counted)
-/// or the run stopped.
+/// How one request went.
+enum Outcome {
+    Answered,
+    /// 503 with Retry-After: come back after this.
+    Refused(Duration),
+    /// Failed (counted) or the run stopped.
+    Failed,
+}
+
+/// Await one request within the deadline: its answer, or how it did not come (a failure
+/// counted, a refusal, the run stopped).
 async fn request<T>(
     plan: &Plan,
     recorder: &Recorder,
     answer: impl std::future::Future<Output = Result<T, FetchError>>,
-) -> Option<T> {
+) -> Result<T, Outcome> {
     let answered = tokio::select! {
         answered = tokio::time::timeout(plan.timeout, answer) => answered,
-        _ = plan.stop.stopped() => return None,
+        _ = plan.stop.stopped() => return Err(Outcome::Failed),
     };
     match answered {
         Err(_) => recorder.errors.count("http_timeout"),
+        Ok(Err(FetchError::Refused(wait))) => return Err(Outcome::Refused(wait)),
         Ok(Err(err)) => recorder.errors.count(&err.kind()),
-        Ok(Ok(answer)) => return Some(answer),
+        Ok(Ok(answer)) => return Ok(answer),
     }
-    None
+    Err(Outcome::Failed)
 }
 
-async fn fetch(plan: &Plan, recorder: &Recorder, channel: Channel, token: Option<&str>) -> bool {
+async fn fetch(plan: &Plan, recorder: &Recorder, channel: Channel, token: Option<&str>) -> Outcome {
     let broadcast = format!("{}/{}", plan.root, channel.path());
     let mut url = fetch_url(&plan.http_base, &broadcast, TRACK);
     url.query_pairs_mut().append_pair("group", "latest");
     let url = with_token(url, token);
-    let Some(fetched) = request(plan, recorder, fetch_latest(&plan.http, &url)).await else {
-        return false;
+    let fetched = match request(plan, recorder, fetch_latest(&plan.http, &url)).await {
+        Ok(fetched) => fetched,
+        Err(outcome) => return outcome,
     };
     plan.http_fetch.record(fetched.body_ns);
     Recorder::bump(&recorder.bytes, fetched.bytes as u64);
     if let Err(err) = fetched.first {
         recorder.errors.count(err.kind());
     }
-    true
+    Outcome::Answered
 }
 
-async fn listing(plan: &Plan, recorder: &Recorder, token: Option<&str>) -> bool {
+async fn listing(plan: &Plan, recorder: &Recorder, token: Option<&str>) -> Outcome {
     let mut url = plan.http_base.clone();
     url.set_path(&format!("/announced/{}/", plan.root));
     let url = with_token(url, token);
     let started = std::time::Instant::now();
     match request(plan, recorder, list(&plan.http, &url)).await {
-        None => false,
-        Some(0) => {
+        Err(outcome) => outcome,
+        Ok(0) => {
             recorder.errors.count("announced_empty");
-            false
+            Outcome::Failed
         }
-        Some(_) => {
+        Ok(_) => {
             plan.http_announced.record(elapsed_ns(started));
-            true
+            Outcome::Answered
         }
     }
 }
@@ -105,9 +129,8 @@ fn elapsed_ns(since: std::time::Instant) -> u64 {
 /// GET a newline-separated listing; returns its line count.
 async fn list(client: &reqwest::Client, url: &Url) -> Result<usize, FetchError> {
     let response = client.get(url.clone()).send().await?;
-    let status = response.status();
-    if !status.is_success() {
-        return Err(FetchError::Status(status.as_u16()));
+    if !response.status().is_success() {
+        return Err(FetchError::from_response(&response));
     }
     let body = response.bytes().await?;
     Ok(body

@@ -114,7 +114,11 @@ pub(super) async fn member(i: usize, plan: &Plan) {
 
 /// `wait` spread over half to one and a half of itself, differently for each member and
 /// attempt, so members refused together do not all come back together.
-fn jittered(wait: std::time::Duration, member: usize, attempt: u32) -> std::time::Duration {
+pub(super) fn jittered(
+    wait: std::time::Duration,
+    member: usize,
+    attempt: u32,
+) -> std::time::Duration {
     // splitmix64 of (member, attempt): cheap, and the same run retries the same way.
     let mut x = (member as u64) << 32 ^ u64::from(attempt);
     x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);

@@ -278,6 +278,8 @@ pub(crate) struct Plan {
     refusals: AtomicU64,
     admitted_after_refusal: AtomicU64,
     never_admitted: AtomicU64,
+    /// Agents' API requests refused cleanly (503 with Retry-After), each followed by a wait.
+    http_refusals: AtomicU64,
     /// The run clock when the first member started dialing and when the last was admitted.
     first_dial_ns: AtomicU64,
     last_admitted_ns: AtomicU64,
@@ -337,6 +339,9 @@ pub struct CommunityReport {
     pub refusals: u64,
     pub admitted_after_refusal: u64,
     pub never_admitted: u64,
+    /// Agents' API requests refused cleanly (503 with Retry-After), each followed by the
+    /// wait the relay asked for, with jitter.
+    pub http_refusals: u64,
     /// From the first member's dial to the last member's admission, in seconds.
     pub admission_span_secs: Option<f64>,
     /// Relay CPU over the burst and the live part, in cores: mean, and the busiest second.
@@ -467,6 +472,7 @@ async fn run_until(
         refusals: AtomicU64::new(0),
         admitted_after_refusal: AtomicU64::new(0),
         never_admitted: AtomicU64::new(0),
+        http_refusals: AtomicU64::new(0),
         first_dial_ns: AtomicU64::new(u64::MAX),
         last_admitted_ns: AtomicU64::new(0),
     });
@@ -639,6 +645,7 @@ async fn run_until(
         refusals: Recorder::load(&plan.refusals),
         admitted_after_refusal: Recorder::load(&plan.admitted_after_refusal),
         never_admitted: Recorder::load(&plan.never_admitted),
+        http_refusals: Recorder::load(&plan.http_refusals),
         admission_span_secs: {
             let first = Recorder::load(&plan.first_dial_ns);
             let last = Recorder::load(&plan.last_admitted_ns);
