@@ -31,7 +31,8 @@ pub enum TlsVerify {
     /// The platform's root store (webpki verification of chain and name).
     #[default]
     System,
-    /// Accept any certificate (development only; handshake signatures are still checked).
+    /// Accept any certificate and skip the handshake signature check (development and load
+    /// generation only: with any certificate accepted, the signature proves nothing).
     Disabled,
     /// Accept only a leaf certificate whose SHA-256 is one of these.
     PinnedSha256(Vec<[u8; 32]>),
