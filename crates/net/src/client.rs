@@ -128,6 +128,25 @@ pub enum ClientError {
     Timeout,
 }
 
+/// How long a client waits after a clean refusal that names no wait (QUIC carries none):
+/// one second, what the relay's WebSocket refusals say.
+pub const REFUSAL_WAIT: Duration = Duration::from_secs(1);
+
+impl ClientError {
+    /// When the server's admission refused the connection cleanly (QUIC CONNECTION_REFUSED):
+    /// how long to wait before trying again. `None` for any other failure.
+    pub fn refusal(&self) -> Option<Duration> {
+        match self {
+            ClientError::Connection(quinn::ConnectionError::ConnectionClosed(close))
+                if close.error_code == quinn::TransportErrorCode::CONNECTION_REFUSED =>
+            {
+                Some(REFUSAL_WAIT)
+            }
+            _ => None,
+        }
+    }
+}
+
 /// An established client session.
 #[derive(Debug)]
 pub struct Connected {

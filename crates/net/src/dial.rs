@@ -80,18 +80,10 @@ impl DialError {
     /// no such hint; one second, what the relay's WebSocket refusals say). `None` for any
     /// other failure.
     pub fn refusal(&self) -> Option<Duration> {
-        const DEFAULT_WAIT: Duration = Duration::from_secs(1);
         match self {
-            DialError::Qmux(QmuxConnectError::Unavailable { retry_after }) => {
-                Some(retry_after.unwrap_or(DEFAULT_WAIT))
-            }
-            DialError::Quic(ClientError::Connection(quinn::ConnectionError::ConnectionClosed(
-                close,
-            ))) if close.error_code == quinn::TransportErrorCode::CONNECTION_REFUSED => {
-                Some(DEFAULT_WAIT)
-            }
+            DialError::Qmux(err) => err.refusal(),
+            DialError::Quic(err) => err.refusal(),
             DialError::Raced { first, fallback } => fallback.refusal().or_else(|| first.refusal()),
-            _ => None,
         }
     }
 }

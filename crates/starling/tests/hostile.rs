@@ -24,7 +24,7 @@ use starling_transport::{RecvStream, SendStream, Transport, TransportError};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use url::Url;
 
-use common::{dial, within};
+use common::{admitted, dial, within};
 use witness::{announce_request, assert_alive, closed_code, send_uni, setup_bytes, witness};
 
 const BIN: &str = env!("CARGO_BIN_EXE_starling");
@@ -253,20 +253,21 @@ async fn hostile_from(url: &Url, source: std::net::IpAddr) -> QuicTransport {
         .with_tls(starling_net::TlsVerify::Disabled),
     )
     .unwrap();
-    let transport = within(client.connect(url)).await.unwrap().transport;
+    let transport = admitted(|| client.connect(url), starling_net::ClientError::refusal)
+        .await
+        .transport;
     set_up(transport).await
 }
 
 /// A WebSocket (QMux) session to the relay's TCP port that has sent a subscriber's SETUP.
 async fn hostile_websocket(http: SocketAddr) -> starling_net::qmux::QmuxTransport {
     let url = Url::parse(&format!("ws://{http}/")).unwrap();
-    let connected = within(starling_net::qmux::connect(
-        &url,
-        &[Version::Lite06.alpn()],
-        &starling_net::TlsVerify::Disabled,
-    ))
-    .await
-    .unwrap();
+    let alpns = [Version::Lite06.alpn()];
+    let connected = admitted(
+        || starling_net::qmux::connect(&url, &alpns, &starling_net::TlsVerify::Disabled),
+        starling_net::qmux::QmuxConnectError::refusal,
+    )
+    .await;
     set_up(connected.transport).await
 }
 

@@ -48,6 +48,19 @@ pub enum QmuxConnectError {
     Timeout,
 }
 
+impl QmuxConnectError {
+    /// When the server's admission refused the upgrade cleanly (503): how long it asked the
+    /// client to wait before trying again. `None` for any other failure.
+    pub fn refusal(&self) -> Option<std::time::Duration> {
+        match self {
+            QmuxConnectError::Unavailable { retry_after } => {
+                Some(retry_after.unwrap_or(crate::client::REFUSAL_WAIT))
+            }
+            _ => None,
+        }
+    }
+}
+
 /// An established client session.
 #[derive(Debug)]
 pub struct QmuxConnected {

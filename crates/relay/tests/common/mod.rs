@@ -58,12 +58,39 @@ pub fn quic_client_alpn(alpn: &str) -> Client {
     .unwrap()
 }
 
-/// A raw QUIC connection offering only `version`.
+/// A raw QUIC connection offering only `version`, retried as a client should while the
+/// relay's admission refuses it cleanly.
 pub async fn dial(url: &Url, version: Version) -> QuicTransport {
-    within(quic_client(version).connect(url))
+    let client = quic_client(version);
+    admitted(|| client.connect(url), starling_net::ClientError::refusal)
         .await
-        .unwrap()
         .transport
+}
+
+/// Run `attempt` until it succeeds: a clean refusal by the relay's admission (which
+/// `refusal` tells apart, with the wait the relay asked for) is retried after that wait, as
+/// real clients do; any other error fails the test.
+pub async fn admitted<T, E, F>(
+    mut attempt: impl FnMut() -> F,
+    refusal: impl Fn(&E) -> Option<std::time::Duration>,
+) -> T
+where
+    E: std::fmt::Debug,
+    F: std::future::Future<Output = Result<T, E>>,
+{
+    within(async {
+        loop {
+            match attempt().await {
+                Ok(done) => return done,
+                Err(err) => match refusal(&err) {
+                    // The wait is the relay's answer, not a stand-in for an event.
+                    Some(wait) => tokio::time::sleep(wait).await,
+                    None => panic!("dial failed: {err:?}"),
+                },
+            }
+        }
+    })
+    .await
 }
 
 /// A Starling session to the relay in `role`.
