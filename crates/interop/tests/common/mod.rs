@@ -115,6 +115,32 @@ pub async fn run<F: Future<Output = anyhow::Result<()>>>(case: Case, scenario: F
     }
 }
 
+/// Dial with `attempt` for at most [`STEP`]: a clean refusal by the relay's admission
+/// (`refusal` tells it apart, with the wait the relay asked for) is retried after that wait,
+/// as clients do; any other error is returned.
+pub async fn admitted<T, E, F>(
+    what: &str,
+    mut attempt: impl FnMut() -> F,
+    refusal: impl Fn(&E) -> Option<Duration>,
+) -> anyhow::Result<Result<T, E>>
+where
+    F: Future<Output = Result<T, E>>,
+{
+    step(what, async {
+        loop {
+            match attempt().await {
+                Err(err) => match refusal(&err) {
+                    // The wait is the relay's answer, not a stand-in for an event.
+                    Some(wait) => tokio::time::sleep(wait).await,
+                    None => return Err(err),
+                },
+                done => return done,
+            }
+        }
+    })
+    .await
+}
+
 /// Await `fut` for at most [`STEP`], naming the event on timeout.
 pub async fn step<T>(what: &str, fut: impl Future<Output = T>) -> anyhow::Result<T> {
     tokio::time::timeout(STEP, fut)
@@ -486,9 +512,13 @@ pub async fn starling_connect(
             .with_alpns(&[case.version.alpn()])
             .with_tls(pin(fingerprint)?),
     )?;
-    let connected = step("Starling client connect", client.connect(url))
-        .await?
-        .with_context(|| format!("Starling client connecting to {url}"))?;
+    let connected = admitted(
+        "Starling client connect",
+        || client.connect(url),
+        starling_net::ClientError::refusal,
+    )
+    .await?
+    .with_context(|| format!("Starling client connecting to {url}"))?;
     let session = start_session(
         case,
         connected.transport,

@@ -17,8 +17,7 @@ use starling_session::{Session, SessionConfig};
 use url::Url;
 
 use crate::common::{
-    publish_while_open, read_while_open, step, Case, Gate, Pacing, Plan, ProgressTx, Published,
-    Received,
+    publish_while_open, read_while_open, Case, Gate, Pacing, Plan, ProgressTx, Published, Received,
 };
 
 /// A placeholder certificate pin for moq-tokio clients dialing `ws://` (no TLS involved).
@@ -90,9 +89,11 @@ pub async fn starling_ws_connect(
     role: Role,
     config: SessionConfig,
 ) -> anyhow::Result<Session<QmuxTransport>> {
-    let connected = step(
+    let alpns = [case.version.alpn()];
+    let connected = crate::common::admitted(
         "Starling WebSocket connect",
-        connect(url, &[case.version.alpn()], &TlsVerify::System),
+        || connect(url, &alpns, &TlsVerify::System),
+        starling_net::qmux::QmuxConnectError::refusal,
     )
     .await?
     .with_context(|| format!("Starling WebSocket client connecting to {url}"))?;
