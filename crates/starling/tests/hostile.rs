@@ -78,7 +78,12 @@ impl RelayProcess {
         args.extend(extra.iter().map(|s| s.to_string()));
         let mut child = Command::new(BIN)
             .args(&args)
-            .env("RUST_LOG", "warn,starling::relay=info")
+            // HOSTILE_RELAY_LOG (a tracing filter) shows more of the relay's log on stderr.
+            .env(
+                "RUST_LOG",
+                std::env::var("HOSTILE_RELAY_LOG")
+                    .unwrap_or_else(|_| "warn,starling::relay=info".into()),
+            )
             .env("NO_COLOR", "1")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -98,7 +103,14 @@ impl RelayProcess {
             }
         }
         // Keep draining the log so the relay never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
+        let echo = std::env::var_os("HOSTILE_RELAY_LOG").is_some();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                if echo {
+                    eprintln!("relay: {line}");
+                }
+            }
+        });
         Ok(RelayProcess {
             child,
             url: Url::parse(&format!("moqt://127.0.0.1:{port}/")).unwrap(),
@@ -244,6 +256,11 @@ async fn stuck_headers<T: Transport>(
 /// A raw QUIC session from `source` (an address of 127.0.0.0/8) that has sent a
 /// subscriber's SETUP.
 async fn hostile_from(url: &Url, source: std::net::IpAddr) -> QuicTransport {
+    hostile_from_as(url, source, Role::Subscriber).await
+}
+
+/// A raw QUIC session from `source` that has sent SETUP in `role`.
+async fn hostile_from_as(url: &Url, source: std::net::IpAddr, role: Role) -> QuicTransport {
     let client = starling_net::Client::new(
         starling_net::ClientConfig {
             bind: Some(SocketAddr::new(source, 0)),
@@ -256,11 +273,16 @@ async fn hostile_from(url: &Url, source: std::net::IpAddr) -> QuicTransport {
     let transport = admitted(|| client.connect(url), starling_net::ClientError::refusal)
         .await
         .transport;
-    set_up(transport).await
+    set_up(transport, role).await
 }
 
 /// A WebSocket (QMux) session to the relay's TCP port that has sent a subscriber's SETUP.
 async fn hostile_websocket(http: SocketAddr) -> starling_net::qmux::QmuxTransport {
+    hostile_websocket_as(http, Role::Subscriber).await
+}
+
+/// A WebSocket (QMux) session that has sent SETUP in `role`.
+async fn hostile_websocket_as(http: SocketAddr, role: Role) -> starling_net::qmux::QmuxTransport {
     let url = Url::parse(&format!("ws://{http}/")).unwrap();
     let alpns = [Version::Lite06.alpn()];
     let connected = admitted(
@@ -268,14 +290,14 @@ async fn hostile_websocket(http: SocketAddr) -> starling_net::qmux::QmuxTranspor
         starling_net::qmux::QmuxConnectError::refusal,
     )
     .await;
-    set_up(connected.transport).await
+    set_up(connected.transport, role).await
 }
 
-/// Send a subscriber's SETUP on `transport` and read the relay's.
-async fn set_up<T: Transport>(transport: T) -> T {
+/// Send SETUP in `role` on `transport` and read the relay's.
+async fn set_up<T: Transport>(transport: T, role: Role) -> T {
     let mut setup = Setup::new();
     setup.set_hop(Some(random_hop())).unwrap();
-    setup.set_role(Some(Role::Subscriber));
+    setup.set_role(Some(role));
     send_uni(&transport, &setup_bytes(&setup)).await;
     let _relay_setup = within(transport.accept_uni()).await.unwrap();
     transport
@@ -835,6 +857,178 @@ where
     }
     drop(streams);
     drop(fleet);
+    let received = witness.finish().await;
+    assert!(received > 0, "the witness kept receiving");
+}
+
+/// Issue 25: a fleet of publishers whose frames never complete. `FLEET_CONNECTIONS` (40)
+/// connections, over raw QUIC from ten source addresses of 127.0.0.0/8, each announce a
+/// broadcast a reader subscribes to, then open 16 group streams, each a frame declared at
+/// 32 MiB of which 1 MiB is sent (640 MiB sent, 20 GiB promised). Pieces are charged to the
+/// cache at their frame's declared size, so the cache budget (`--cache-budget 64MiB` here)
+/// expires the stalest groups relay-wide and the relay stops their streams with OLD (0x34);
+/// the cache comes back within its budget, the relay's RSS grows by at most the cache and
+/// receive budgets plus 256 MiB, an honest group on every hostile connection is delivered
+/// whole, and the witness keeps flowing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_of_frames_that_never_complete_is_held_to_the_cache_budget() {
+    let relay = frames_fleet_relay();
+    let url = relay.url.clone();
+    fleet_frames_never_complete(&relay, |i| {
+        let source = std::net::IpAddr::from([127, 0, 0, 2 + (i % 10) as u8]);
+        let url = url.clone();
+        async move { hostile_from_as(&url, source, Role::Publisher).await }
+    })
+    .await;
+}
+
+/// The same fleet over WebSocket (QMux).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_websocket_fleet_of_frames_that_never_complete_is_held_to_the_cache_budget() {
+    let relay = frames_fleet_relay();
+    let http = relay.http;
+    fleet_frames_never_complete(&relay, |_| hostile_websocket_as(http, Role::Publisher)).await;
+}
+
+/// The relay the frames fleet attacks: `--cache-budget 64MiB --receive-budget 32MiB`, or
+/// with `FLEET_BUDGET=default` the relay's own defaults.
+fn frames_fleet_relay() -> RelayProcess {
+    match std::env::var("FLEET_BUDGET").as_deref() {
+        Ok("default") => RelayProcess::start(&[]),
+        _ => RelayProcess::start(&["--cache-budget", "64MiB", "--receive-budget", "32MiB"]),
+    }
+}
+
+async fn fleet_frames_never_complete<T, F>(relay: &RelayProcess, dial: impl Fn(usize) -> F)
+where
+    T: Transport + Clone,
+    F: std::future::Future<Output = T>,
+{
+    use starling_model::StartAt;
+    use starling_proto::{FrameHeader, SubscribeResponse};
+    const STREAMS: u64 = 16;
+    const SENT: usize = 1 << 20;
+    const CHUNK: usize = 64 << 10;
+    const HONEST: u64 = 1000;
+    let connections = fleet_connections();
+    let cache_budget = relay.metric("starling_cache_budget_bytes").await as u64;
+    let receive_budget = relay.metric("starling_receive_pool_bytes").await as u64;
+    let witness = witness(&relay.url).await;
+    let settled = relay.rss();
+
+    // Each hostile publisher, the reader subscribed to its track, and the subscription the
+    // relay sent it.
+    let fleet = bounded(
+        Duration::from_secs(60 + connections as u64 / 2),
+        futures::future::join_all((0..connections).map(|i| {
+            let bad = dial(i);
+            let url = relay.url.clone();
+            async move {
+                let bad = bad.await;
+                let name = format!("evil/{i}");
+                let mut upstreams =
+                    hand::serve(bad.clone(), Version::Lite06, Path::new(&name).unwrap(), ());
+                let (reader_session, broadcast) = common::subscribed_broadcast(&url, &name).await;
+                let reader = broadcast.subscribe_track("t", StartAt::default()).unwrap();
+                let mut upstream = within(upstreams.recv()).await.unwrap();
+                upstream
+                    .respond(SubscribeResponse::Start { group: 0 }, Version::Lite06)
+                    .await;
+                (bad, upstream, reader_session, reader)
+            }
+        })),
+    )
+    .await;
+
+    let started = std::time::Instant::now();
+    let outcomes: Vec<(usize, usize, usize)> = bounded(
+        Duration::from_secs(120 + connections as u64),
+        futures::future::join_all(fleet.iter().map(|(bad, upstream, _, _)| async move {
+            let mut streams = Vec::new();
+            let (mut sent, mut evicted, mut old) = (0usize, 0usize, 0usize);
+            for sequence in 0..STREAMS {
+                let frame = FrameHeader {
+                    timestamp_delta: 0,
+                    size: 32 << 20,
+                };
+                let head = hand::group_head(upstream.id, sequence, frame, Version::Lite06);
+                let mut stream = bad.open_uni().await.unwrap();
+                let mut result = stream.write(head.freeze()).await;
+                let mut left = SENT;
+                while result.is_ok() && left > 0 {
+                    result = stream.write(Bytes::from(vec![0u8; CHUNK])).await;
+                    left -= CHUNK;
+                    sent += CHUNK;
+                }
+                match result {
+                    Ok(()) => {}
+                    // The relay expired the frame's group and let the stream go: EVICTED
+                    // (0x35) when the relay-wide cache budget took it, OLD (0x34) when the
+                    // track's own bound had.
+                    Err(TransportError::Stopped(code)) if code == StreamCode::Evicted.to_code() => {
+                        evicted += 1
+                    }
+                    Err(TransportError::Stopped(code)) if code == StreamCode::Old.to_code() => {
+                        old += 1
+                    }
+                    Err(err) => panic!("a frame stream ended with {err:?}"),
+                }
+                streams.push(stream);
+            }
+            // Kept open to the end of the flood: dropping them would end them.
+            drop(streams);
+            (sent, evicted, old)
+        })),
+    )
+    .await;
+    let sent: usize = outcomes.iter().map(|o| o.0).sum();
+    let evicted: usize = outcomes.iter().map(|o| o.1).sum();
+    let old: usize = outcomes.iter().map(|o| o.2).sum();
+    eprintln!(
+        "frames fleet: {connections} connections, {} MiB of frames sent ({} GiB promised) in \
+         {:?}, streams stopped: {evicted} EVICTED, {old} OLD; cache budget {} MiB, relay RSS \
+         {} MiB (settled {} MiB)",
+        sent as u64 / MIB,
+        connections as u64 * STREAMS * 32 / 1024,
+        started.elapsed(),
+        cache_budget / MIB,
+        relay.rss() / MIB,
+        settled / MIB
+    );
+    let rss = relay.rss();
+    assert!(
+        rss <= settled + cache_budget + receive_budget + 256 * MIB,
+        "relay RSS {} MiB, settled at {} MiB (bound: the cache and receive budgets plus 256 MiB)",
+        rss / MIB,
+        settled / MIB
+    );
+    if cache_budget <= 64 * MIB {
+        assert!(
+            relay
+                .metric("starling_cache_evictions_total{reason=\"pressure\"}")
+                .await
+                > 0.0,
+            "a 64 MiB cache budget or less is always exceeded by the fleet's frames"
+        );
+    }
+    // An honest group on every hostile connection, after its frames that never completed,
+    // reaches its reader whole.
+    for (bad, upstream, _session, reader) in fleet {
+        hand::send_group(&bad, upstream.id, HONEST, Version::Lite06).await;
+        let mut reader = reader;
+        let mut honest = within(async {
+            loop {
+                let group = reader.next_group().await.unwrap().unwrap();
+                if group.sequence() == HONEST {
+                    break group;
+                }
+            }
+        })
+        .await;
+        let frame = within(honest.next_frame()).await.unwrap().unwrap();
+        assert_eq!(&frame.payload[..], format!("g{HONEST}").as_bytes());
+        assert!(within(honest.next_frame()).await.unwrap().is_none());
+    }
     let received = witness.finish().await;
     assert!(received > 0, "the witness kept receiving");
 }
