@@ -6,6 +6,9 @@
 # - bursts one after another, each a new publisher (broadcast soak/<n>, 2 tracks at 30 fps)
 #   with 60 clients (QUIC, WebSocket and HTTP fetch agents alike) joining, staying 20 s
 #   and leaving;
+# - track churn beside them (issue 25): `starling-load churn`, short-lived broadcasts of 10
+#   tracks carrying 10 groups each, publishers and subscribers coming and going, 2 at once,
+#   for the whole run (its summary in <relay>-tracks.log);
 # - a few hostile clients per minute: HTTP connections that send half a request head and
 #   wait, and QUIC-port connections that never finish a handshake.
 #
@@ -40,6 +43,7 @@ LOAD=target/release/starling-load
 
 declare -A PID PORT
 CHILDREN=()
+TRACKS=()
 cleanup() {
   for child in "${CHILDREN[@]}"; do kill "$child" 2>/dev/null || true; done
   wait 2>/dev/null || true
@@ -78,6 +82,13 @@ churn() {
   done
 }
 
+# Track churn for one relay, for the whole run.
+track_churn() {
+  local relay=$1 port=$2
+  "$LOAD" churn --url "moqt://127.0.0.1:$port/" --tls-disable-verify --no-progress \
+    --concurrency 2 --duration-secs "$DURATION" >"$OUT/$relay-tracks.log" 2>&1 || true
+}
+
 # Hostile clients for one relay until the deadline: every 20 s, five half-sent HTTP request
 # heads held open for 15 s, and five UDP datagrams of garbage at the QUIC port.
 hostile() {
@@ -97,6 +108,9 @@ deadline=$((started + DURATION))
 for relay in $RELAYS; do
   churn "$relay" "${PORT[$relay]}" "$deadline" &
   CHILDREN+=("$!")
+  track_churn "$relay" "${PORT[$relay]}" &
+  CHILDREN+=("$!")
+  TRACKS+=("$!")
   hostile "${PORT[$relay]}" "$deadline" &
   CHILDREN+=("$!")
 done
@@ -118,6 +132,8 @@ while [ "$(date +%s)" -lt "$deadline" ]; do
   sleep 10
 done
 echo
+# The track churn reports when its own clock runs out, just after the samples end.
+for pid in "${TRACKS[@]}"; do wait "$pid" 2>/dev/null || true; done
 
 # Summary: per relay, the first, midpoint and last-minute medians, the second-half growth.
 half=$((DURATION / 2))
@@ -140,6 +156,9 @@ half=$((DURATION / 2))
         growth = mid ? (last - mid) / mid * 100 : 0
         printf "%-12s %13.1f %12.1f %12.1f %18.2f%% %8d %8d\n", r, start / 1024, mid / 1024, last / 1024, growth, fm, fe
       }' "$OUT/samples.csv"
+  done
+  for relay in $RELAYS; do
+    echo "$relay track churn: $(grep -h 'churn:' "$OUT/$relay-tracks.log" | tail -1)"
   done
 } | tee "$OUT/summary.txt"
 

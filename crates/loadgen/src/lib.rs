@@ -11,6 +11,7 @@
 
 pub mod burst;
 pub mod cdf;
+pub mod churn;
 pub mod clock;
 pub mod community;
 pub mod compare;

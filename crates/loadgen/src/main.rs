@@ -9,7 +9,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use starling_loadgen::{burst, cdf, community, dash, fanout, RunOptions, Summary};
+use starling_loadgen::{burst, cdf, churn, community, dash, fanout, RunOptions, Summary};
 
 #[derive(Parser, Debug)]
 #[command(name = "starling-load", version, about)]
@@ -39,6 +39,14 @@ enum Command {
     Community {
         #[command(flatten)]
         args: community::CommunityArgs,
+        #[command(flatten)]
+        report: ReportArgs,
+    },
+    /// Groups through short-lived tracks, publishers and subscribers coming and going (the
+    /// soak's track churn).
+    Churn {
+        #[command(flatten)]
+        args: churn::ChurnArgs,
         #[command(flatten)]
         report: ReportArgs,
     },
@@ -162,6 +170,10 @@ async fn main() -> anyhow::Result<()> {
         ),
         Command::Community { args, report } => (
             community::run(args, &report.options(), interrupted()).await?,
+            report,
+        ),
+        Command::Churn { args, report } => (
+            churn::run(args, &report.options(), interrupted()).await?,
             report,
         ),
         Command::Dash { args, report } => (

@@ -153,6 +153,9 @@ pub struct Summary {
     /// What a `community` run adds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub community: Option<crate::community::CommunityReport>,
+    /// What a `churn` run adds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub churn: Option<crate::churn::ChurnReport>,
     /// The distributions behind `latency`, in display order (for the text and the CDF).
     #[serde(skip)]
     pub distributions: Vec<(String, Snapshot)>,
@@ -203,6 +206,7 @@ impl Summary {
             throughput_mib_s: None,
             idle: Vec::new(),
             community: None,
+            churn: None,
             by_kind: BTreeMap::new(),
             ticks: Vec::new(),
             notes: Vec::new(),
