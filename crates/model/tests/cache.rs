@@ -180,3 +180,40 @@ proptest! {
         prop_assert_eq!(budget.tracks(), 0);
     }
 }
+
+#[test]
+fn a_reader_waiting_on_a_frame_still_arriving_stops_with_evicted_when_its_group_is_pressed() {
+    let budget = Arc::new(CacheBudget::new(200 * KIB));
+    let broadcast = BroadcastProducer::new(Limits::default()).with_cache_budget(budget.clone());
+    let track = broadcast.create_track("t", info());
+    let mut reader = track.consume(StartAt::default());
+    let mut group = track.create_group(0).unwrap();
+    group.begin_frame(0, 128 * KIB).unwrap();
+    group.write_chunk(&[0u8; 1024]).unwrap();
+    let mut inside = poll_now(|cx| reader.poll_group(cx)).unwrap().unwrap();
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    assert!(
+        inside.poll_frame(&mut cx).is_pending(),
+        "the frame is still arriving"
+    );
+    // The next group's frame, charged at its declared size, takes the total over: the
+    // stalest group (the one still arriving) goes.
+    let mut next = track.create_group(1).unwrap();
+    next.begin_frame(1, 128 * KIB).unwrap();
+    assert_eq!(
+        poll_now(|cx| inside.poll_frame(cx)).map(|f| f.map(|_| ())),
+        Err(StreamCode::Evicted)
+    );
+    assert!(
+        group.write_chunk(&[0u8; 1024]).is_err(),
+        "its pieces are refused"
+    );
+    assert_eq!(
+        poll_now(|cx| reader.poll_group(cx))
+            .unwrap()
+            .unwrap()
+            .sequence(),
+        1,
+        "the reader moves on to the next group"
+    );
+}
