@@ -74,10 +74,15 @@ start_community_relay() {
                 start_auth_server "$keys" "$OUT/auth-$kind-$pair.log"
                 auth=(--auth-url "$auth_url")
             fi
+            # Every member dials from 127.0.0.1, which the relay exempts from its admission
+            # by default (local sidecars and publishers). --limit-loopback treats them as
+            # remote clients; the per-address bounds are raised so that they do not bind, as
+            # if each member had an address of its own.
             # RELAY_ARGS is split into flags on purpose.
             # shellcheck disable=SC2086
             ${RELAY_CPU[@]+"${RELAY_CPU[@]}"} "$STARLING" relay --bind "127.0.0.1:$PORT" --tls-generate localhost \
                 --internal-listen "127.0.0.1:$((PORT + 1))" --log warn "${auth[@]}" \
+                --limit-loopback --max-sessions-per-ip 1000000 --max-handshakes-per-ip 1000000 \
                 ${RELAY_ARGS:-} >>"$log" 2>&1 &
             ;;
         moq-relay)

@@ -161,6 +161,9 @@ async fn agents_refused_past_the_lag_bound_wait_and_count_no_error() {
         },
         admission: starling_net::AdmissionLimits {
             max_lag: Some(std::time::Duration::from_micros(1)),
+            exempt_loopback: false,
+            max_sessions_per_source: usize::MAX,
+            handshakes_per_second_per_source: u32::MAX,
             ..starling_net::AdmissionLimits::default()
         },
         ..Default::default()

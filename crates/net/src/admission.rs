@@ -41,7 +41,8 @@ pub struct AdmissionLimits {
     pub max_sessions_per_source: usize,
     /// Connections one source may open per second (a bucket holding one second's worth).
     pub handshakes_per_second_per_source: u32,
-    /// Loopback sources skip the per-source bounds (local load generators, sidecars).
+    /// Loopback sources skip the per-source bounds and the setup limit (local load
+    /// generators, sidecars, tests); the relay-wide session and receive bounds still apply.
     pub exempt_loopback: bool,
     /// The runtime's lag bound ([`crate::overload`]): past a quarter of it the setup
     /// limit shrinks, past it only the limit's floor may set up at once. `None`: the lag is
@@ -235,9 +236,13 @@ impl Admission {
         self.retries.load(Ordering::Relaxed)
     }
 
-    /// Admit a request that sets up nothing lasting (an HTTP API request) at `now`, or
-    /// refuse it while the runtime runs past its lag bound (counted `lag`).
-    pub fn admit_request(&self, now: Instant) -> Result<(), Refusal> {
+    /// Admit a request that sets up nothing lasting (an HTTP API request) from `ip` at
+    /// `now`, or refuse it while the runtime runs past its lag bound (counted `lag`). Exempt
+    /// loopback sources are always admitted.
+    pub fn admit_request(&self, ip: Option<IpAddr>, now: Instant) -> Result<(), Refusal> {
+        if self.limits.exempt_loopback && ip.is_some_and(|ip| ip.is_loopback()) {
+            return Ok(());
+        }
         if self.pressure(now) == Pressure::Overloaded {
             self.refused[Refusal::Overload.index()].fetch_add(1, Ordering::Relaxed);
             return Err(Refusal::Overload);
@@ -263,11 +268,14 @@ impl Admission {
         }
         result.map(|source| Ticket {
             admission: self.clone(),
+            // Exempt loopback sources hold no setup slot either.
+            setting_up: source.is_some(),
             source,
-            setting_up: true,
         })
     }
 
+    /// `None`: an exempt loopback source (no source entry, no setup slot); `Some(key)`: a
+    /// source under the bounds, now holding a setup slot.
     fn try_admit(&self, ip: IpAddr, now: Instant) -> Result<Option<SourceKey>, Refusal> {
         let limits = &self.limits;
         if self.room.get().is_some_and(|room| !room(now)) {
@@ -278,7 +286,6 @@ impl Admission {
             return Err(Refusal::Sessions);
         }
         if limits.exempt_loopback && ip.is_loopback() {
-            self.begin_setup(now)?;
             state.sessions += 1;
             return Ok(None);
         }
@@ -404,8 +411,36 @@ mod tests {
         }
     }
 
+    /// The bounds on loopback too, with room for any number of its connections.
+    fn unbounded_sources() -> AdmissionLimits {
+        AdmissionLimits {
+            max_sessions: 10_000,
+            max_sessions_per_source: 10_000,
+            handshakes_per_second_per_source: 10_000,
+            exempt_loopback: false,
+            ..limits()
+        }
+    }
+
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn exempt_loopback_holds_no_setup_slot() {
+        let gate = Admission::new(limits());
+        let now = Instant::now();
+        let mut ticket = gate.admit(ip("127.0.0.1"), now).unwrap();
+        assert_eq!(gate.setup().in_setup, 0);
+        ticket.established();
+        drop(ticket);
+        assert_eq!(
+            gate.setup(),
+            crate::setup::SetupStats {
+                limit: 64,
+                ..Default::default()
+            }
+        );
     }
 
     #[test]
@@ -490,8 +525,7 @@ mod tests {
         use crate::setup::SETUP_FLOOR;
         let gate = Admission::new(AdmissionLimits {
             max_lag: Some(Duration::from_millis(200)),
-            max_sessions: 1000,
-            ..limits()
+            ..unbounded_sources()
         });
         let start = Instant::now();
         gate.lag_gauge().expect(start);
@@ -521,8 +555,7 @@ mod tests {
         // Without a bound, lag never refuses.
         let open = Admission::new(AdmissionLimits {
             max_lag: None,
-            max_sessions: 1000,
-            ..limits()
+            ..unbounded_sources()
         });
         open.lag_gauge().expect(start);
         open.lag_gauge().fired(busy);
@@ -538,20 +571,33 @@ mod tests {
             ..limits()
         });
         let start = Instant::now();
-        assert_eq!(gate.admit_request(start), Ok(()));
+        let remote = Some(ip("192.0.2.8"));
+        assert_eq!(gate.admit_request(remote, start), Ok(()));
         gate.lag_gauge().expect(start);
         gate.lag_gauge().fired(start + Duration::from_millis(300));
         let busy = start + Duration::from_millis(300);
-        assert_eq!(gate.admit_request(busy), Err(Refusal::Overload));
+        assert_eq!(gate.admit_request(remote, busy), Err(Refusal::Overload));
         assert_eq!(gate.refused()[4], (Refusal::Overload, 1));
+        // Loopback is exempt unless the bounds apply to it.
+        assert_eq!(gate.admit_request(Some(ip("127.0.0.1")), busy), Ok(()));
+        let strict = Admission::new(AdmissionLimits {
+            max_lag: Some(Duration::from_millis(200)),
+            exempt_loopback: false,
+            ..limits()
+        });
+        strict.lag_gauge().expect(start);
+        strict.lag_gauge().fired(busy);
+        assert_eq!(
+            strict.admit_request(Some(ip("127.0.0.1")), busy),
+            Err(Refusal::Overload)
+        );
     }
 
     #[test]
     fn a_busy_host_refuses_connections_past_the_setup_limit() {
         let gate = Admission::new(AdmissionLimits {
-            max_sessions: 10_000,
             max_lag: Some(Duration::from_millis(200)),
-            ..limits()
+            ..unbounded_sources()
         });
         let start = Instant::now();
         // Calm: a burst past the limit is admitted (nothing says the host is short of CPU).

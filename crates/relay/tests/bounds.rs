@@ -530,6 +530,13 @@ async fn connections_setting_up_are_counted_and_past_half_the_limit_retried() {
     use starling_net::setup::SETUP_INITIAL;
     let (relay, url) = bind_relay(RelayConfig {
         internal_listen: Some("127.0.0.1:0".parse().unwrap()),
+        // The tests run over loopback: apply the setup limit to it too.
+        admission: starling_net::AdmissionLimits {
+            exempt_loopback: false,
+            max_sessions_per_source: usize::MAX,
+            handshakes_per_second_per_source: u32::MAX,
+            ..Default::default()
+        },
         ..RelayConfig::default()
     })
     .await;
@@ -584,6 +591,9 @@ async fn past_the_lag_bound_only_the_setup_floor_sets_up() {
         internal_listen: Some("127.0.0.1:0".parse().unwrap()),
         admission: starling_net::AdmissionLimits {
             max_lag: Some(std::time::Duration::from_micros(1)),
+            exempt_loopback: false,
+            max_sessions_per_source: usize::MAX,
+            handshakes_per_second_per_source: u32::MAX,
             ..Default::default()
         },
         ..RelayConfig::default()

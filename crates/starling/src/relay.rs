@@ -63,8 +63,9 @@ pub struct RelayArgs {
     /// Connections one IPv4 address or IPv6 /64 may open per second (default 64).
     #[arg(long)]
     max_handshakes_per_ip: Option<u32>,
-    /// Apply the per-address bounds to loopback clients too (exempt by default, for local
-    /// load generators and sidecars).
+    /// Apply the per-address bounds and load-based admission (the setup limit, the lag
+    /// bound) to loopback clients too (exempt by default: local publishers, sidecars, load
+    /// generators).
     #[arg(long)]
     limit_loopback: bool,
     /// The runtime lag bound in milliseconds (default 100): past a quarter of it the number

@@ -67,13 +67,27 @@ fn refused(refusal: &Refusal) -> HttpError {
 
 /// Refuse an API request while the relay runs past its lag bound: 503 with Retry-After,
 /// before any work is done for it.
-pub(crate) fn shed_load(state: &HttpState) -> Result<(), HttpError> {
+pub(crate) fn shed_load(
+    state: &HttpState,
+    remote: Option<std::net::SocketAddr>,
+) -> Result<(), HttpError> {
     match &state.admission {
         Some(admission) => admission
-            .admit_request(std::time::Instant::now())
+            .admit_request(
+                remote.map(|r| r.ip().to_canonical()),
+                std::time::Instant::now(),
+            )
             .map_err(|_| HttpError::Busy),
         None => Ok(()),
     }
+}
+
+/// The peer's address, when the server knows it.
+pub(crate) type Remote = Option<axum::Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>;
+
+/// The address in a [`Remote`].
+pub(crate) fn remote_addr(remote: &Remote) -> Option<std::net::SocketAddr> {
+    remote.as_ref().map(|r| r.0 .0)
 }
 
 /// Admit a request for `path` (as in the URL, without its leading `/`) with `query`.

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::Uri;
 
-use crate::http::access::{admit, shed_load, Access};
+use crate::http::access::{admit, remote_addr, shed_load, Access, Remote};
 use crate::http::error::HttpError;
 use crate::http::listings::ListingKey;
 use crate::http::scope::is_hidden;
@@ -19,9 +19,10 @@ use crate::http::HttpState;
 
 pub(crate) async fn announced_root(
     State(state): State<Arc<HttpState>>,
+    remote: Remote,
     uri: Uri,
 ) -> Result<String, HttpError> {
-    shed_load(&state)?;
+    shed_load(&state, remote_addr(&remote))?;
     let access = admit(&state, "", uri.query()).await?;
     list(&state, &access, "")
 }
@@ -29,9 +30,10 @@ pub(crate) async fn announced_root(
 pub(crate) async fn announced_prefix(
     State(state): State<Arc<HttpState>>,
     UrlPath(prefix): UrlPath<String>,
+    remote: Remote,
     uri: Uri,
 ) -> Result<String, HttpError> {
-    shed_load(&state)?;
+    shed_load(&state, remote_addr(&remote))?;
     let access = admit(&state, &prefix, uri.query()).await?;
     list(&state, &access, &prefix)
 }

@@ -76,6 +76,7 @@ pub(crate) async fn fetch(
     State(state): State<Arc<HttpState>>,
     UrlPath(path): UrlPath<String>,
     Query(params): Query<FetchParams>,
+    remote: crate::http::access::Remote,
     uri: axum::http::Uri,
 ) -> Result<Response, HttpError> {
     let Some((broadcast, track)) = path.rsplit_once('/') else {
@@ -83,7 +84,7 @@ pub(crate) async fn fetch(
             "a broadcast and a track are required",
         ));
     };
-    crate::http::access::shed_load(&state)?;
+    crate::http::access::shed_load(&state, crate::http::access::remote_addr(&remote))?;
     // Held until the body is sent (or the client goes).
     let slot = state
         .fetches
