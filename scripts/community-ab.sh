@@ -9,7 +9,9 @@
 #   A=/tmp/before/target/release/starling B=target/release/starling scripts/community-ab.sh
 #   PIN=1 MEMBERS=2000 AGENTS=200 LIVE=10 FROM=4 TO=10 A=... B=... scripts/community-ab.sh
 #
-# PIN=1 puts the relay on CPU 0 and the load generator on CPU 1. AUTH=url has both builds
+# RELAY_ARGS="--limit-loopback --max-sessions-per-ip 1000000 --max-handshakes-per-ip 1000000"
+# puts the members under the relay's admission as remote clients (loopback is exempt from it
+# by default). PIN=1 puts the relay on CPU 0 and the load generator on CPU 1. AUTH=url has both builds
 # ask `moq auth serve --revalidate 1s` (moq-cli 0.14.10, installed by install-peers.sh)
 # instead of verifying tokens themselves. TRANSPORT=quic (or mix) puts the members on raw
 # QUIC instead of WebSocket. Writes nothing but stdout and the logs under OUT.
@@ -73,8 +75,11 @@ run() {
         start_auth_server "$keys" "$log.auth.log"
         auth=(--auth-url "http://127.0.0.1:$AUTH_PORT/")
     fi
+    # RELAY_ARGS (split into flags on purpose) goes to both builds; `scripts/community.sh`
+    # explains the loopback flags that measure members as remote clients.
+    # shellcheck disable=SC2086
     ${RELAY_CPU[@]+"${RELAY_CPU[@]}"} "$bin" relay --bind "127.0.0.1:$PORT" --tls-generate localhost \
-        "${auth[@]}" --log warn >"$log.relay.log" 2>&1 &
+        "${auth[@]}" --log warn ${RELAY_ARGS:-} >"$log.relay.log" 2>&1 &
     local relay=$!
     PIDS+=("$relay")
     wait_ready "relay $label" "$PORT" "$relay" "$log.relay.log"

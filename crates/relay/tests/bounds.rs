@@ -530,13 +530,7 @@ async fn connections_setting_up_are_counted_and_past_half_the_limit_retried() {
     use starling_net::setup::SETUP_INITIAL;
     let (relay, url) = bind_relay(RelayConfig {
         internal_listen: Some("127.0.0.1:0".parse().unwrap()),
-        // The tests run over loopback: apply the setup limit to it too.
-        admission: starling_net::AdmissionLimits {
-            exempt_loopback: false,
-            max_sessions_per_source: usize::MAX,
-            handshakes_per_second_per_source: u32::MAX,
-            ..Default::default()
-        },
+        admission: loopback_under_load_admission(starling_net::AdmissionLimits::default()),
         ..RelayConfig::default()
     })
     .await;
@@ -589,13 +583,10 @@ async fn past_the_lag_bound_only_the_setup_floor_sets_up() {
     use starling_net::setup::SETUP_FLOOR;
     let (relay, url) = bind_relay(RelayConfig {
         internal_listen: Some("127.0.0.1:0".parse().unwrap()),
-        admission: starling_net::AdmissionLimits {
+        admission: loopback_under_load_admission(starling_net::AdmissionLimits {
             max_lag: Some(std::time::Duration::from_micros(1)),
-            exempt_loopback: false,
-            max_sessions_per_source: usize::MAX,
-            handshakes_per_second_per_source: u32::MAX,
             ..Default::default()
-        },
+        }),
         ..RelayConfig::default()
     })
     .await;
@@ -642,6 +633,18 @@ async fn past_the_lag_bound_only_the_setup_floor_sets_up() {
     );
     drop(stuck);
     settled(internal).await;
+}
+
+/// `limits` applied to loopback (where the tests run), the per-address bounds out of reach.
+fn loopback_under_load_admission(
+    limits: starling_net::AdmissionLimits,
+) -> starling_net::AdmissionLimits {
+    starling_net::AdmissionLimits {
+        exempt_loopback: false,
+        max_sessions_per_source: usize::MAX,
+        handshakes_per_second_per_source: u32::MAX,
+        ..limits
+    }
 }
 
 fn metric(text: &str, name: &str) -> f64 {

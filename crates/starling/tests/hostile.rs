@@ -303,6 +303,32 @@ async fn set_up<T: Transport>(transport: T, role: Role) -> T {
     transport
 }
 
+/// An honest one-frame group `sequence`, sent on a hostile publisher's connection for the
+/// subscription `id`, reaches `reader` whole.
+async fn honest_group_arrives<T: Transport>(
+    bad: &T,
+    id: u64,
+    reader: &mut starling_model::TrackConsumer,
+    sequence: u64,
+) {
+    hand::send_group(bad, id, sequence, Version::Lite06).await;
+    let mut honest = within(async {
+        loop {
+            let group = reader.next_group().await.unwrap().unwrap();
+            if group.sequence() == sequence {
+                break group;
+            }
+        }
+    })
+    .await;
+    let frame = within(honest.next_frame()).await.unwrap().unwrap();
+    assert_eq!(&frame.payload[..], format!("g{sequence}").as_bytes());
+    assert!(
+        within(honest.next_frame()).await.unwrap().is_none(),
+        "the honest group ends after its frame"
+    );
+}
+
 /// Run `work` within `limit`, failing the test instead of hanging.
 async fn bounded<T>(limit: Duration, work: impl std::future::Future<Output = T>) -> T {
     tokio::time::timeout(limit, work)
@@ -691,23 +717,7 @@ async fn publisher_and_subscription_abuse_is_bounded_and_the_witness_keeps_flowi
     .await;
     // An honest group on the same connection, among the frames that never complete, goes
     // through whole: the subscriber reads all of it.
-    const HONEST: u64 = JUMP + 1000;
-    hand::send_group(&bad, upstream.id, HONEST, Version::Lite06).await;
-    let mut honest = within(async {
-        loop {
-            let group = reader.next_group().await.unwrap().unwrap();
-            if group.sequence() == HONEST {
-                break group;
-            }
-        }
-    })
-    .await;
-    let frame = within(honest.next_frame()).await.unwrap().unwrap();
-    assert_eq!(&frame.payload[..], format!("g{HONEST}").as_bytes());
-    assert!(
-        within(honest.next_frame()).await.unwrap().is_none(),
-        "the honest group ends after its frame"
-    );
+    honest_group_arrives(&bad, upstream.id, &mut reader, JUMP + 1000).await;
     // More of the oldest frame: its group left the cache, so the piece is refused and the
     // stream stopped, not held uncharged.
     let _ = streams[0].write(Bytes::from(vec![0u8; 64 * 1024])).await;
@@ -1015,21 +1025,8 @@ where
     }
     // An honest group on every hostile connection, after its frames that never completed,
     // reaches its reader whole.
-    for (bad, upstream, _session, reader) in fleet {
-        hand::send_group(&bad, upstream.id, HONEST, Version::Lite06).await;
-        let mut reader = reader;
-        let mut honest = within(async {
-            loop {
-                let group = reader.next_group().await.unwrap().unwrap();
-                if group.sequence() == HONEST {
-                    break group;
-                }
-            }
-        })
-        .await;
-        let frame = within(honest.next_frame()).await.unwrap().unwrap();
-        assert_eq!(&frame.payload[..], format!("g{HONEST}").as_bytes());
-        assert!(within(honest.next_frame()).await.unwrap().is_none());
+    for (bad, upstream, _session, mut reader) in fleet {
+        honest_group_arrives(&bad, upstream.id, &mut reader, HONEST).await;
     }
     let received = witness.finish().await;
     assert!(received > 0, "the witness kept receiving");
