@@ -139,6 +139,7 @@ impl Connection {
                 let final_size = send.sent;
                 send.state = SendState::Reset;
                 self.unsent_total -= discarded;
+                self.wake_buffer_waiters();
                 self.control.push_back(Frame::ResetStream {
                     id,
                     code,
@@ -307,6 +308,9 @@ impl Connection {
         self.unsent_total
     }
 
+    /// Writers refused for want of send-buffer room may go on once half of it is free again:
+    /// called wherever queued bytes leave it (sent, or discarded by a reset or the peer's
+    /// STOP_SENDING).
     pub(crate) fn wake_buffer_waiters(&mut self) {
         if self.unsent_total <= self.config.send_buffer / 2 {
             for id in std::mem::take(&mut self.blocked_on_buffer) {

@@ -412,6 +412,9 @@ impl Connection {
             observed: false,
         };
         self.unsent_total -= discarded;
+        // The discarded bytes free send-buffer room: a writer refused for it may go on
+        // (nothing else may ever be sent to wake it).
+        self.wake_buffer_waiters();
         // Answer with RESET_STREAM (RFC 9000 §3.5), carrying the peer's code.
         self.control.push_back(Frame::ResetStream {
             id,

@@ -587,3 +587,41 @@ fn datagrams_flow_on_qmux01() {
     p.drive();
     assert_eq!(p.server.recv_datagram().as_deref(), Some(&b"dg"[..]));
 }
+
+/// A writer refused for want of send-buffer room is told it may write again when the peer's
+/// STOP_SENDING discards what filled the buffer, though nothing more is ever sent that would
+/// wake it otherwise.
+#[test]
+fn a_stop_that_frees_the_send_buffer_wakes_the_writer_it_blocked() {
+    let mut client = config(WireVersion::Qmux01, Framing::Message, Side::Client);
+    client.send_buffer = 64 * 1024;
+    // The server's credit lets almost nothing through, so what is written stays queued.
+    let mut server = config(WireVersion::Qmux01, Framing::Message, Side::Server);
+    server.max_data = 1024;
+    let mut p = Pair::with(client, server);
+    let filled = p.client.open(Dir::Uni).unwrap();
+    let mut written = 0;
+    while let Ok(n) = p.client.write(filled, Bytes::from(vec![1u8; 16 * 1024])) {
+        written += n;
+    }
+    assert!(written >= 48 * 1024, "{written}");
+    let blocked = p.client.open(Dir::Uni).unwrap();
+    assert_eq!(
+        p.client.write(blocked, Bytes::from_static(b"next")),
+        Err(StreamError::Blocked)
+    );
+    p.drive();
+    while p.client.poll_event().is_some() {}
+    let sid = p.server.accept(Dir::Uni).unwrap();
+    p.server.stop(sid, 7);
+    p.drive();
+    let mut events = Vec::new();
+    while let Some(event) = p.client.poll_event() {
+        events.push(event);
+    }
+    assert!(
+        events.contains(&Event::Writable(blocked)),
+        "the blocked writer is woken: {events:?}"
+    );
+    assert_eq!(p.client.write(blocked, Bytes::from_static(b"next")), Ok(4));
+}
