@@ -1,12 +1,18 @@
 //! The relay-wide cache budget: every track given it charges what its cache holds here, and
-//! when the total passes the budget the stalest groups relay-wide leave first.
+//! when the total passes the budget, groups of the tracks holding more than an even share of
+//! it leave first, then the stalest groups relay-wide.
 //!
 //! A track's own bounds (bytes, groups, age) stay as they are; this one caps the sum over all
 //! tracks, so many tracks each within their own bounds cannot together exhaust the process.
 //! Groups are stamped in arrival order across every member track, and the budget keeps each
 //! track under the stamp of its oldest cached group: the first entry is the stalest group
-//! relay-wide. Under pressure that group leaves (the latest group of its track too, when it
-//! is the stalest: a track keeps its latest group only while the total fits).
+//! relay-wide. Under pressure, a track holding more than an even share (the budget over the
+//! tracks in it) gives up its oldest group first: the track whose charge went over, then any
+//! among the [`FAIR_SCAN`] stalest entries. Only when none of those holds more than its share
+//! does the stalest group relay-wide leave (the latest group of its track too, when it is
+//! the stalest: a track keeps its latest group only while the total fits). So a flood of
+//! fresh groups, or of frames declared large and never sent, on a few tracks sheds its own
+//! groups before it pushes out an honest track's older, smaller ones.
 //!
 //! Lock order: the shrinker's lock, a track's state, then the index. The index is never held
 //! while a track is locked from here, and nobody shrinks with a track locked, so none of them
@@ -19,6 +25,10 @@ use std::sync::{Arc, Weak};
 use parking_lot::Mutex;
 
 use crate::track::TrackShared;
+
+/// How many of the stalest entries a shrink looks through for a track over its share before
+/// it falls back to stalest-first (bounding what one shrink costs with many tracks).
+pub(crate) const FAIR_SCAN: usize = 64;
 
 /// What one cached frame costs besides its payload (the frame record and its `Bytes` handle).
 pub(crate) const FRAME_OVERHEAD: usize = 64;
@@ -114,18 +124,27 @@ impl CacheBudget {
         self.index.lock().remove(&(stamp, track));
     }
 
-    /// Drop the stalest groups relay-wide until the total fits. Call it with no track locked.
+    /// Drop groups until the total fits: first of tracks over an even share (`charging`, the
+    /// track whose charge went over, then any among the [`FAIR_SCAN`] stalest entries), then
+    /// the stalest relay-wide. Call it with no track locked.
     ///
     /// One thread shrinks at a time: while a shrinker has a track's entry out of the index,
     /// a second one would take the next entry instead, a fresher group, and stalest-first
     /// would no longer hold. A caller finding a shrinker at work leaves the overage to it;
     /// the shrinker looks again after letting go, so no overage is left behind.
-    pub(crate) fn shrink(&self) {
+    pub(crate) fn shrink(&self, charging: Option<&Arc<TrackShared>>) {
         loop {
             let Some(shrinking) = self.shrinking.try_lock() else {
                 return;
             };
             while self.used() > self.limit {
+                let share = self.limit / self.tracks().max(1);
+                if charging.is_some_and(|track| track.give_up_own_oldest(share)) {
+                    continue;
+                }
+                if self.shed_over_share(share) {
+                    continue;
+                }
                 let Some(((stamp, _), track)) = self.index.lock().pop_first() else {
                     return;
                 };
@@ -138,6 +157,30 @@ impl CacheBudget {
                 return;
             }
         }
+    }
+
+    /// Among the [`FAIR_SCAN`] stalest entries, the first track holding more than `share`
+    /// gives up its oldest group; `false` when none does. Entries looked at and passed over
+    /// go back as they were.
+    fn shed_over_share(&self, share: usize) -> bool {
+        let mut passed = Vec::new();
+        let mut shed = false;
+        while passed.len() < FAIR_SCAN {
+            let Some(((stamp, id), weak)) = self.index.lock().pop_first() else {
+                break;
+            };
+            let Some(track) = weak.upgrade() else {
+                continue;
+            };
+            if track.cost() > share {
+                track.give_up_stalest(stamp);
+                shed = true;
+                break;
+            }
+            passed.push(((stamp, id), weak));
+        }
+        self.index.lock().extend(passed);
+        shed
     }
 
     /// Count a group one of `self`'s tracks dropped, by why.

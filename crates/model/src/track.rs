@@ -130,7 +130,7 @@ pub(crate) struct TrackShared {
 impl TrackShared {
     /// Account a frame just appended to the group that arrived `arrival`-th, then apply the
     /// cache policy.
-    pub(crate) fn on_frame(&self, arrival: u64, size: usize, timestamp: u64) {
+    pub(crate) fn on_frame(self: &Arc<Self>, arrival: u64, size: usize, timestamp: u64) {
         let mut over = false;
         {
             let mut state = self.state.lock();
@@ -156,10 +156,41 @@ impl TrackShared {
         }
     }
 
-    fn shrink_budget(&self) {
+    fn shrink_budget(self: &Arc<Self>) {
         if let Some(cache) = &self.cache {
-            cache.budget.shrink();
+            cache.budget.shrink(Some(self));
         }
+    }
+
+    /// What this track's cached groups are charged in the relay-wide budget.
+    pub(crate) fn cost(&self) -> usize {
+        self.state.lock().cost
+    }
+
+    /// The relay-wide budget is over and this track, which charged last, holds more than
+    /// `share`: give up its oldest cached group (its latest too, when that is all it holds)
+    /// and re-register under what is left. `false` when it holds no more than `share`.
+    pub(crate) fn give_up_own_oldest(self: &Arc<Self>, share: usize) -> bool {
+        let Some(cache) = &self.cache else {
+            return false;
+        };
+        let mut state = self.state.lock();
+        if state.cost <= share {
+            return false;
+        }
+        let Some(oldest) = state.groups.keys().next().copied() else {
+            return false;
+        };
+        self.remove_group(&mut state, oldest, Leave::Pressed);
+        state.waiters.wake_all();
+        if let Some(key) = state.budget_key.take() {
+            cache.budget.leave(key, cache.id);
+        }
+        if let Some(next) = state.groups.keys().next().copied() {
+            state.budget_key = Some(next);
+            cache.budget.enter(next, cache.id, Arc::downgrade(self));
+        }
+        true
     }
 
     /// Take the group that arrived `arrival`-th out of the cache and expire it.

@@ -1,6 +1,6 @@
 //! The relay-wide cache budget: many tracks, each within its own bounds, cannot together hold
-//! more than the budget; the stalest groups relay-wide leave first; what a track held leaves
-//! with it.
+//! more than the budget; a track holding more than its share gives up its own groups before
+//! a quiet track's stalest ones leave; what a track held leaves with it.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -61,8 +61,8 @@ fn many_tracks_together_stay_within_the_budget() {
 }
 
 #[test]
-fn the_stalest_group_relay_wide_leaves_first_even_a_latest() {
-    // Room for about three 10 KiB groups.
+fn a_track_over_its_share_gives_up_its_own_groups_before_a_quiet_tracks() {
+    // Room for about three 10 KiB groups; two tracks, so a share is 16 KiB.
     let budget = Arc::new(CacheBudget::new(32 * KIB));
     let broadcast = BroadcastProducer::new(Limits::default()).with_cache_budget(budget.clone());
     let quiet = broadcast.create_track("quiet", info());
@@ -71,22 +71,47 @@ fn the_stalest_group_relay_wide_leaves_first_even_a_latest() {
     let mut reader = quiet.consume(StartAt::default());
     write(&busy, 0, 10 * KIB);
     write(&busy, 1, 10 * KIB);
-    assert_eq!(quiet.stats().cached_groups, 1);
-    // The next group does not fit: the quiet track's only (and latest) group is the stalest.
+    // The next group does not fit. The quiet track's group is the stalest, but the busy
+    // track holds more than its share: its own oldest goes.
     write(&busy, 2, 10 * KIB);
-    assert_eq!(quiet.stats().cached_groups, 0);
-    assert_eq!(busy.stats().cached_groups, 3);
-    assert_eq!(budget.pressed.load(Ordering::Relaxed), 1);
-    // Its reader skips what left (a reader inside it would stop with EVICTED).
-    let group = ready_group(&mut reader);
-    assert!(
-        group.is_none(),
-        "nothing cached to deliver on the quiet track"
+    assert_eq!(
+        quiet.stats().cached_groups,
+        1,
+        "the quiet track keeps its group"
     );
-    // Then the busy track's oldest goes.
-    write(&busy, 3, 10 * KIB);
-    assert_eq!(busy.stats().cached_groups, 3);
-    assert!(busy.stats().expired_through == Some(0));
+    assert_eq!(busy.stats().cached_groups, 2);
+    assert_eq!(busy.stats().expired_through, Some(0));
+    assert_eq!(budget.pressed.load(Ordering::Relaxed), 1);
+    for sequence in 3..20 {
+        write(&busy, sequence, 10 * KIB);
+        assert!(budget.used() <= budget.limit());
+    }
+    assert_eq!(quiet.stats().cached_groups, 1);
+    assert_eq!(ready_group(&mut reader), Some(0), "still delivered");
+}
+
+#[test]
+fn a_track_over_its_share_sheds_even_when_another_track_goes_over() {
+    // Three tracks, a share of about 13 KiB: the busy one holds 20 KiB, the stalest (old)
+    // and the one whose charge goes over (fresh) hold little.
+    let budget = Arc::new(CacheBudget::new(40 * KIB));
+    let broadcast = BroadcastProducer::new(Limits::default()).with_cache_budget(budget.clone());
+    let old = broadcast.create_track("old", info());
+    let busy = broadcast.create_track("busy", info());
+    let fresh = broadcast.create_track("fresh", info());
+    write(&old, 0, 8 * KIB);
+    write(&busy, 0, 10 * KIB);
+    write(&busy, 1, 10 * KIB);
+    write(&fresh, 0, 8 * KIB);
+    write(&fresh, 1, 4 * KIB);
+    assert_eq!(old.stats().cached_groups, 1);
+    assert_eq!(fresh.stats().cached_groups, 2);
+    assert_eq!(
+        busy.stats().cached_groups,
+        1,
+        "the busy track shed its oldest"
+    );
+    assert_eq!(busy.stats().expired_through, Some(0));
 }
 
 #[test]
