@@ -168,8 +168,11 @@ impl TrackShared {
     }
 
     /// The relay-wide budget is over and this track, which charged last, holds more than
-    /// `share`: give up its oldest cached group (its latest too, when that is all it holds)
-    /// and re-register under what is left. `false` when it holds no more than `share`.
+    /// `share`: give up its oldest-arrived cached group other than its latest (groups may
+    /// arrive out of order, so the first to arrive may be the newest), and re-register under
+    /// what is left. Its latest group goes only when it is all the track holds and that is
+    /// more than twice its share: a track slightly over keeps the group readers want most,
+    /// and staler tracks pay first. `false` when nothing was given up.
     pub(crate) fn give_up_own_oldest(self: &Arc<Self>, share: usize) -> bool {
         let Some(cache) = &self.cache else {
             return false;
@@ -178,10 +181,16 @@ impl TrackShared {
         if state.cost <= share {
             return false;
         }
-        let Some(oldest) = state.groups.keys().next().copied() else {
-            return false;
+        let latest = state.latest.map(|(_, arrival)| arrival);
+        let victim = match state.groups.keys().find(|a| Some(**a) != latest).copied() {
+            Some(older) => older,
+            None if state.cost > share.saturating_mul(2) => match latest {
+                Some(latest) if state.groups.contains_key(&latest) => latest,
+                _ => return false,
+            },
+            None => return false,
         };
-        self.remove_group(&mut state, oldest, Leave::Pressed);
+        self.remove_group(&mut state, victim, Leave::Pressed);
         state.waiters.wake_all();
         if let Some(key) = state.budget_key.take() {
             cache.budget.leave(key, cache.id);

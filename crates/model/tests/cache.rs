@@ -242,3 +242,19 @@ fn a_reader_waiting_on_a_frame_still_arriving_stops_with_evicted_when_its_group_
         "the reader moves on to the next group"
     );
 }
+
+#[test]
+fn a_track_over_its_share_keeps_its_latest_group_even_when_it_arrived_first() {
+    let budget = Arc::new(CacheBudget::new(250 * KIB));
+    let broadcast = BroadcastProducer::new(Limits::default()).with_cache_budget(budget.clone());
+    let quiet = broadcast.create_track("quiet", info());
+    let busy = broadcast.create_track("busy", info());
+    write(&quiet, 0, 10 * KIB);
+    // Group 3 arrives before group 2; together they take the total over.
+    write(&busy, 3, 128 * KIB);
+    write(&busy, 2, 128 * KIB);
+    assert_eq!(busy.stats().cached_groups, 1);
+    let mut reader = busy.consume(StartAt::default());
+    assert_eq!(ready_group(&mut reader), Some(3), "the latest group stays");
+    assert_eq!(quiet.stats().cached_groups, 1);
+}

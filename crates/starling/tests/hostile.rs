@@ -880,8 +880,8 @@ where
 /// EVICTED (0x35) or OLD (0x34). The relay's RSS grows by at most the cache and receive
 /// budgets plus 256 MiB (in fact by tens of MiB), an honest group on every hostile
 /// connection is delivered whole, and the witness keeps flowing. With a cache budget the
-/// fleet exceeds (`FLEET_CACHE_BUDGET=64MiB`), stalest-first pressure also takes the
-/// witness's groups: docs/reliability.md, "Still to build".
+/// fleet exceeds (`FLEET_CACHE_BUDGET=64MiB`), the hostile tracks, each over its share,
+/// shed their own groups and the witness still loses nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_of_frames_that_never_complete_is_held_to_the_cache_budget() {
     let relay = frames_fleet_relay();
