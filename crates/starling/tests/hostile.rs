@@ -874,14 +874,13 @@ where
 /// Issue 25: a fleet of publishers whose frames never complete. `FLEET_CONNECTIONS` (40)
 /// connections, over raw QUIC from ten source addresses of 127.0.0.0/8, each announce a
 /// broadcast a reader subscribes to, then open 16 group streams, each a frame declared at
-/// 32 MiB of which 1 MiB is sent (640 MiB sent, 20 GiB promised), on the relay's default
-/// cache budget. Pieces are charged to the cache at their frame's declared size, so each
-/// track's own bound expires its older groups; a stream whose group left is stopped with
-/// EVICTED (0x35) or OLD (0x34). The relay's RSS grows by at most the cache and receive
-/// budgets plus 256 MiB (in fact by tens of MiB), an honest group on every hostile
-/// connection is delivered whole, and the witness keeps flowing. With a cache budget the
-/// fleet exceeds (`FLEET_CACHE_BUDGET=64MiB`), the hostile tracks, each over its share,
-/// shed their own groups and the witness still loses nothing.
+/// 32 MiB of which 1 MiB is sent (640 MiB sent, 20 GiB promised), on `--cache-budget
+/// 64MiB`. Pieces are charged to the cache at their frame's declared size, so the hostile
+/// tracks, each over its share of the budget, shed their own groups; a stream whose group
+/// left is stopped with EVICTED (0x35) or OLD (0x34). The relay's RSS grows by at most the
+/// cache and receive budgets plus 256 MiB (in fact by tens of MiB), an honest group on
+/// every hostile connection is delivered whole, and the witness loses nothing
+/// (`FLEET_CACHE_BUDGET=default` runs it on the relay's defaults).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_of_frames_that_never_complete_is_held_to_the_cache_budget() {
     let relay = frames_fleet_relay();
@@ -902,12 +901,14 @@ async fn a_websocket_fleet_of_frames_that_never_complete_is_held_to_the_cache_bu
     fleet_frames_never_complete(&relay, |_| hostile_websocket_as(http, Role::Publisher)).await;
 }
 
-/// The relay the frames fleet attacks: its defaults, or the cache budget
-/// `FLEET_CACHE_BUDGET` names.
+/// The relay the frames fleet attacks: `--cache-budget 64MiB`, which the fleet exceeds,
+/// or with `FLEET_CACHE_BUDGET=default` the relay's own default (25 % of this host's
+/// memory), or any other value given there.
 fn frames_fleet_relay() -> RelayProcess {
-    match std::env::var("FLEET_CACHE_BUDGET") {
-        Ok(budget) => RelayProcess::start(&["--cache-budget", &budget]),
-        Err(_) => RelayProcess::start(&[]),
+    match std::env::var("FLEET_CACHE_BUDGET").as_deref() {
+        Ok("default") => RelayProcess::start(&[]),
+        Ok(budget) => RelayProcess::start(&["--cache-budget", budget]),
+        Err(_) => RelayProcess::start(&["--cache-budget", "64MiB"]),
     }
 }
 
