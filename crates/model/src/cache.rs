@@ -7,8 +7,9 @@
 //! Groups are stamped in arrival order across every member track, and the budget keeps each
 //! track under the stamp of its oldest cached group: the first entry is the stalest group
 //! relay-wide. Under pressure, a track holding more than an even share (the budget over the
-//! tracks in it) gives up its oldest group first: the track whose charge went over, then any
-//! among the [`FAIR_SCAN`] stalest entries. Only when none of those holds more than its share
+//! tracks in it) gives up its groups first: the track whose charge went over (its oldest
+//! other than its latest; see `TrackShared::give_up_own_oldest`), then any among the
+//! [`FAIR_SCAN`] stalest entries (its oldest). Only when none of those holds more than its share
 //! does the stalest group relay-wide leave (the latest group of its track too, when it is
 //! the stalest: a track keeps its latest group only while the total fits). So a flood of
 //! fresh groups, or of frames declared large and never sent, on a few tracks sheds its own
