@@ -19,11 +19,20 @@ fn options() -> RunOptions {
 
 /// A relay verifying tokens against `dir`, and a small community's arguments for it.
 async fn community_on_a_relay(dir: &std::path::Path) -> CommunityArgs {
+    community_on_a_relay_with(dir, starling_net::AdmissionLimits::default()).await
+}
+
+/// [`community_on_a_relay`] with the relay admitting by `admission`.
+async fn community_on_a_relay_with(
+    dir: &std::path::Path,
+    admission: starling_net::AdmissionLimits,
+) -> CommunityArgs {
     let url = start_relay_with(RelayConfig {
         auth: AuthConfig {
             keys: Some(KeySource::Dir(dir.to_path_buf())),
             ..AuthConfig::default()
         },
+        admission,
         ..Default::default()
     })
     .await;
@@ -116,23 +125,14 @@ async fn agents_poll_open_channels_while_members_read_members_only_ones() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refused_members_retry_until_they_are_admitted() {
     let dir = tempfile::tempdir().unwrap();
-    let url = start_relay_with(RelayConfig {
-        auth: AuthConfig {
-            keys: Some(KeySource::Dir(dir.path().to_path_buf())),
-            ..AuthConfig::default()
-        },
-        admission: starling_net::AdmissionLimits {
-            handshakes_per_second_per_source: 4,
-            exempt_loopback: false,
-            ..starling_net::AdmissionLimits::default()
-        },
-        ..Default::default()
-    })
-    .await;
+    let limits = starling_net::AdmissionLimits {
+        handshakes_per_second_per_source: 4,
+        exempt_loopback: false,
+        ..starling_net::AdmissionLimits::default()
+    };
     let args = CommunityArgs {
         live_secs: 6.0,
-        url,
-        ..community_on_a_relay_args(dir.path())
+        ..community_on_a_relay_with(dir.path(), limits).await
     };
     let summary = run_without_errors(&args).await;
     assert_eq!(summary.connections.connected, 12, "every member got in");
@@ -154,25 +154,16 @@ async fn refused_members_retry_until_they_are_admitted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agents_refused_past_the_lag_bound_wait_and_count_no_error() {
     let dir = tempfile::tempdir().unwrap();
-    let url = start_relay_with(RelayConfig {
-        auth: AuthConfig {
-            keys: Some(KeySource::Dir(dir.path().to_path_buf())),
-            ..AuthConfig::default()
-        },
-        admission: starling_net::AdmissionLimits {
-            max_lag: Some(std::time::Duration::from_micros(1)),
-            exempt_loopback: false,
-            max_sessions_per_source: usize::MAX,
-            handshakes_per_second_per_source: u32::MAX,
-            ..starling_net::AdmissionLimits::default()
-        },
-        ..Default::default()
-    })
-    .await;
+    let limits = starling_net::AdmissionLimits {
+        max_lag: Some(std::time::Duration::from_micros(1)),
+        exempt_loopback: false,
+        max_sessions_per_source: usize::MAX,
+        handshakes_per_second_per_source: u32::MAX,
+        ..starling_net::AdmissionLimits::default()
+    };
     let args = CommunityArgs {
         agents: 3,
-        url,
-        ..community_on_a_relay_args(dir.path())
+        ..community_on_a_relay_with(dir.path(), limits).await
     };
     let summary = run_without_errors(&args).await;
     let report = summary.community.as_ref().unwrap();

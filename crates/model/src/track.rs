@@ -195,11 +195,16 @@ impl TrackShared {
         if let Some(key) = state.budget_key.take() {
             cache.budget.leave(key, cache.id);
         }
+        self.reenter(&mut state, cache);
+        true
+    }
+
+    /// Register in the budget's index under the stamp of the oldest group left, if any.
+    fn reenter(self: &Arc<Self>, state: &mut TrackState, cache: &Membership) {
         if let Some(next) = state.groups.keys().next().copied() {
             state.budget_key = Some(next);
             cache.budget.enter(next, cache.id, Arc::downgrade(self));
         }
-        true
     }
 
     /// Take the group that arrived `arrival`-th out of the cache and expire it.
@@ -238,10 +243,7 @@ impl TrackShared {
             self.remove_group(&mut state, oldest, Leave::Pressed);
             state.waiters.wake_all();
         }
-        if let Some(next) = state.groups.keys().next().copied() {
-            state.budget_key = Some(next);
-            cache.budget.enter(next, cache.id, Arc::downgrade(self));
-        }
+        self.reenter(&mut state, cache);
     }
 
     fn enforce_cache(&self, state: &mut TrackState) {
