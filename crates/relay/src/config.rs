@@ -39,6 +39,10 @@ pub struct RelayConfig {
     /// What every connection together may make the relay hold before units are complete:
     /// their transport windows plus incomplete headers and frames (`--receive-budget`).
     pub receive_budget: MemoryShare,
+    /// What the control state every untrusted session together holds may cost: announced
+    /// broadcasts, served subscriptions and announce interests, each weighed in entries of
+    /// [`STATE_ENTRY_BYTES`] (`starling_session::Held`; `--state-budget`).
+    pub state_budget: MemoryShare,
     /// Sessions relay-wide and per source, and handshakes per second per source.
     pub admission: AdmissionLimits,
     /// Every connection's receive windows (QUIC, WebTransport, QMux alike); the connection
@@ -75,6 +79,7 @@ impl Default for RelayConfig {
             model_limits: Limits::default(),
             cache_budget: MemoryShare::default(),
             receive_budget: MemoryShare::default(),
+            state_budget: MemoryShare::Percent(DEFAULT_STATE_SHARE),
             admission: AdmissionLimits::default(),
             receive_windows: ReceiveWindows::default(),
             http: true,
@@ -163,6 +168,17 @@ impl MemoryShare {
         usize::try_from(bytes).unwrap_or(usize::MAX)
     }
 }
+
+/// The state budget's default share of the memory limit, in per cent: 512 MiB on a 4 GiB host.
+pub const DEFAULT_STATE_SHARE: f64 = 12.5;
+
+/// What one entry of the state ledger is counted at. Measured through a relay process (the
+/// fleets in `crates/starling/tests/hostile_fleet.rs`): an announced broadcast (its route,
+/// broadcast and serving task, with the session's own bookkeeping) costs about 1.5 KiB of RSS
+/// held and 2.4 KiB when sessions are shed and replaced, and weighs one entry; an announce
+/// interest about 6.2 KiB (three entries) and a served subscription about 9.4 KiB (five),
+/// each being a stream of its own.
+pub const STATE_ENTRY_BYTES: usize = 2048;
 
 /// The receive window a connection starts with; it grows as the connection uses it.
 pub const INITIAL_RECEIVE_WINDOW: u64 = 64 << 10;

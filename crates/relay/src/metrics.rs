@@ -25,7 +25,7 @@ use prometheus_client::registry::Registry;
 use starling_model::{CacheBudget, Origin};
 use starling_net::{Admission, HttpCounters};
 use starling_proto::{Protocol, SessionCode, StreamCode};
-use starling_session::{PoolStats, ReceivePool, SessionStats};
+use starling_session::{LedgerStats, PoolStats, ReceivePool, SessionStats, StateLedger};
 
 use crate::auth::{AuthStats, Authority};
 use crate::registry::{SessionRegistry, SessionTransport};
@@ -120,6 +120,8 @@ pub struct RelayMetrics {
     admission: Option<Arc<Admission>>,
     /// The relay-wide receive budget every session draws on.
     receive_pool: Option<ReceivePool>,
+    /// The relay-wide bound on untrusted sessions' control state.
+    state_ledger: Option<StateLedger>,
     /// The HTTP server's open and refused connections.
     http: Arc<HttpCounters>,
     accepted: Family<SessionLabels, Counter>,
@@ -145,6 +147,17 @@ impl RelayMetrics {
     pub fn with_receive_pool(mut self, pool: ReceivePool) -> Self {
         self.receive_pool = Some(pool);
         self
+    }
+
+    /// Report the relay-wide state ledger too.
+    pub fn with_state_ledger(mut self, ledger: StateLedger) -> Self {
+        self.state_ledger = Some(ledger);
+        self
+    }
+
+    /// The relay-wide state ledger's counters, when the relay has one.
+    pub fn state_ledger(&self) -> Option<LedgerStats> {
+        self.state_ledger.as_ref().map(StateLedger::stats)
     }
 
     /// The relay-wide receive budget's counters, when the relay has one.
@@ -475,6 +488,34 @@ impl RelayMetrics {
                 "receive_pool_window_changes",
                 "Connection windows grown, shrunk by reclaim passes, or refused growth for want of room",
                 windows,
+            );
+        }
+        if let Some(ledger) = self.state_ledger() {
+            let entries = |value: usize| gauge(value.min(i64::MAX as usize) as i64);
+            registry.register(
+                "state_ledger_limit_entries",
+                "The relay-wide state ledger's bound: announces, subscriptions and interests of untrusted sessions",
+                entries(ledger.limit),
+            );
+            registry.register(
+                "state_ledger_entries",
+                "Entries the state ledger holds now",
+                entries(ledger.held),
+            );
+            registry.register(
+                "state_ledger_peak_entries",
+                "The most entries the state ledger has held at once",
+                entries(ledger.peak),
+            );
+            registry.register(
+                "state_ledger_shed_sessions",
+                "Sessions closed because they held the most when the state ledger was full",
+                counter(ledger.shed),
+            );
+            registry.register(
+                "state_ledger_refusals",
+                "Entries refused because the state ledger was full and their session held the most",
+                counter(ledger.refused),
             );
         }
         registry.register(

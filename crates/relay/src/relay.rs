@@ -9,7 +9,9 @@ use starling_model::Origin;
 use starling_net::qmux::{websocket_acceptor, QmuxAccepted, QmuxTcpListener, QmuxTransport};
 use starling_net::{Accepted, QuicTransport, Server, ServerConfig, TlsCertificate};
 use starling_proto::{Protocol, SessionCode, LEGACY_ALPN};
-use starling_session::{random_hop, Accepting, ReceivePool, SessionConfig, WindowRange};
+use starling_session::{
+    random_hop, Accepting, ReceivePool, SessionConfig, StateLedger, WindowRange,
+};
 use starling_transport::Transport;
 
 use crate::auth::{Authority, ByteTotals, Scoped, SessionFacts, TransportKind};
@@ -122,11 +124,19 @@ impl Relay {
         );
         tracing::info!(bytes = pool.total(), initial, "relay-wide receive budget");
         config.session_limits.recv_pool = Some(pool.clone());
+        // The control state every untrusted session together holds, one entry each.
+        let ledger = StateLedger::new(
+            config.state_budget.resolve(memory) / crate::config::STATE_ENTRY_BYTES,
+        );
+        tracing::info!(entries = ledger.limit(), "relay-wide state ledger");
+        config.session_limits.state_ledger = Some(ledger.clone());
         let admission = starling_net::Admission::new(config.admission);
         admission.start_lag_probe();
         let room = pool.clone();
         admission.set_room(Box::new(move |now| room.admits(now)));
-        let metrics = RelayMetrics::new(cache_budget, admission.clone()).with_receive_pool(pool);
+        let metrics = RelayMetrics::new(cache_budget, admission.clone())
+            .with_receive_pool(pool)
+            .with_state_ledger(ledger);
         let internal = match config.internal_listen {
             Some(addr) => Some(
                 serve_internal(
@@ -616,6 +626,11 @@ impl Inner {
             .clone()
             .map(|p| Arc::new(Scoped(p)) as Arc<dyn starling_session::Access>);
         config.limits = self.config.session_limits.clone();
+        if config.cluster_peer {
+            // A peer relay carries its whole cluster's broadcasts: trusted, it holds no
+            // account (its per-session bounds still hold).
+            config.limits.state_ledger = None;
+        }
         config.model_limits = self.config.model_limits;
         config.cache_budget = Some(self.metrics.cache_budget());
         if grant.subscribe {

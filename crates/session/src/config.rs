@@ -13,6 +13,9 @@ pub struct SessionLimits {
     /// The relay-wide receive pool this session's budget and transport window draw on;
     /// `None`: the budget stands alone and the transport keeps its configured window.
     pub recv_pool: Option<crate::ReceivePool>,
+    /// The relay-wide ledger this session's announces, subscriptions and interests are
+    /// charged to (one entry each); `None`: only the per-session bounds below hold them.
+    pub state_ledger: Option<crate::StateLedger>,
     /// Body limit for control messages (SUBSCRIBE, TRACK, announcements …).
     pub max_control_message: usize,
     /// Subscriptions the peer may hold open with us at once.
@@ -45,6 +48,7 @@ impl Default for SessionLimits {
         SessionLimits {
             recv_budget: 64 << 20,
             recv_pool: None,
+            state_ledger: None,
             max_control_message: 64 << 10,
             max_served_subscriptions: 4096,
             max_announce_interests: 1024,

@@ -183,6 +183,8 @@ pub(crate) struct Shared<T: Transport> {
     /// An IETF session's own state (`None` on moq-lite). Such a session's `version` is
     /// lite-06, whose model semantics its tracks take (docs/wire-ietf.md §7).
     pub ietf: Option<crate::ietf::State<T>>,
+    /// This session's account in the relay-wide state ledger, when it has one.
+    pub state: Option<crate::StateAccount>,
 }
 
 impl<T: Transport> Shared<T> {
@@ -320,23 +322,58 @@ impl<T: Transport> Shared<T> {
             .map_err(|_| Error::Stream(StreamCode::Internal))
     }
 
-    /// Take a slot from a bounded counter, or fail.
-    pub fn take_slot(counter: &AtomicUsize, max: usize) -> Option<SlotGuard<'_>> {
+    /// Take a slot from one of this session's bounded counters, and charge what it holds to
+    /// the relay-wide state ledger when the session has an account; `None` when either is
+    /// full.
+    pub fn take_slot<'a>(
+        &self,
+        counter: &'a AtomicUsize,
+        max: usize,
+        held: crate::Held,
+    ) -> Option<SlotGuard<'a>> {
         let prev = counter.fetch_add(1, Ordering::AcqRel);
         if prev >= max {
             counter.fetch_sub(1, Ordering::AcqRel);
             return None;
         }
-        Some(SlotGuard(counter))
+        let entry = match &self.state {
+            Some(account) => match account.charge(held) {
+                Some(entry) => Some(entry),
+                None => {
+                    counter.fetch_sub(1, Ordering::AcqRel);
+                    return None;
+                }
+            },
+            None => None,
+        };
+        Some(SlotGuard {
+            counter,
+            _entry: entry,
+        })
+    }
+
+    /// An entry in the relay-wide state ledger for one more announced broadcast: `Ok(None)`
+    /// without an account, `Bound` when the ledger refuses it.
+    pub fn charge_route(&self) -> Result<Option<crate::StateEntry>, Error> {
+        match &self.state {
+            Some(account) => account
+                .charge(crate::Held::Route)
+                .map(Some)
+                .ok_or(Error::Bound("relay-wide state ledger")),
+            None => Ok(None),
+        }
     }
 }
 
-/// Releases a bounded-counter slot on drop.
-pub(crate) struct SlotGuard<'a>(&'a AtomicUsize);
+/// Releases a bounded-counter slot (and its ledger entry) on drop.
+pub(crate) struct SlotGuard<'a> {
+    counter: &'a AtomicUsize,
+    _entry: Option<crate::StateEntry>,
+}
 
 impl Drop for SlotGuard<'_> {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        self.counter.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -802,6 +839,11 @@ impl<T: Transport> Session<T> {
             }
             None => RecvBudget::new(config.limits.recv_budget),
         };
+        let state = config
+            .limits
+            .state_ledger
+            .as_ref()
+            .map(crate::StateLedger::open);
         let shared = Arc::new(Shared {
             budget,
             transport,
@@ -820,6 +862,7 @@ impl<T: Transport> Session<T> {
             goaway_received: tokio::sync::Notify::new(),
             goaway_sent: std::sync::atomic::AtomicBool::new(false),
             stats: SessionStats::default(),
+            state,
             ietf,
         });
         let driver = shared.clone();
@@ -978,13 +1021,24 @@ async fn drive<T: Transport>(shared: Arc<Shared<T>>) {
         let mut accept_bi = std::pin::pin!(transport.accept_bi());
         let mut accept_uni = std::pin::pin!(transport.accept_uni());
         let mut datagram = std::pin::pin!(transport.recv_datagram());
-        let mut gates: [Gate; 4] = Default::default();
+        // Resolves when the relay-wide state ledger sheds this session (never without one).
+        let mut shed = std::pin::pin!(async {
+            match &shared.state {
+                Some(account) => account.shed().await,
+                None => std::future::pending().await,
+            }
+        });
+        let mut gates: [Gate; 5] = Default::default();
         let mut data = crate::future_set::FutureSet::default();
         loop {
-            let [cancel_gate, bi_gate, uni_gate, datagram_gate] = &mut gates;
+            let [cancel_gate, bi_gate, uni_gate, datagram_gate, shed_gate] = &mut gates;
             tokio::select! {
                 biased;
                 _ = cancel_gate.future(cancelled.as_mut()) => return Ok(()),
+                _ = shed_gate.future(shed.as_mut()) => {
+                    shared.fail(Error::Bound("relay-wide state ledger full: the heaviest session is shed"));
+                    return Ok(());
+                }
                 bi = bi_gate.future(accept_bi.as_mut()) => {
                     accept_bi.set(transport.accept_bi());
                     let (send, recv) = bi?;

@@ -53,6 +53,12 @@ pub struct RelayArgs {
     /// connections refused.
     #[arg(long)]
     receive_budget: Option<MemoryShare>,
+    /// What the control state of every untrusted session together may cost: announced
+    /// broadcasts, subscriptions and announce interests, each counted at 2 KiB; bytes or a
+    /// share of the memory limit, `12.5%` by default. When it is full the session holding the
+    /// most is closed, and a session that holds the most itself is refused more.
+    #[arg(long)]
+    state_budget: Option<MemoryShare>,
     /// Sessions (with handshakes in progress) the relay holds at once; past it, QUIC is
     /// refused with CONNECTION_REFUSED and WebSocket with 503 (default 16384).
     #[arg(long)]
@@ -218,6 +224,7 @@ struct FileConfig {
     cache_track_bytes: Option<usize>,
     cache_budget: Option<String>,
     receive_budget: Option<String>,
+    state_budget: Option<String>,
     drain_timeout_secs: Option<u64>,
     listen_tcp: Option<SocketAddr>,
     #[serde(default)]
@@ -446,6 +453,11 @@ fn build(args: RelayArgs) -> anyhow::Result<RelayConfig> {
         config.receive_budget = budget;
     } else if let Some(budget) = &file.receive_budget {
         config.receive_budget = budget.parse()?;
+    }
+    if let Some(budget) = args.state_budget {
+        config.state_budget = budget;
+    } else if let Some(budget) = &file.state_budget {
+        config.state_budget = budget.parse()?;
     }
     config.listen_tcp = args.listen_tcp.or(file.listen_tcp);
     config.internal_listen = match args.internal_listen.as_deref() {

@@ -282,9 +282,11 @@ pub(crate) async fn subscribe_namespace<T: Transport>(
     let state = shared.ietf()?;
     let draft = state.draft;
     let limits = &shared.config.limits;
-    let Some(_slot) =
-        Shared::<T>::take_slot(&shared.announce_interests, limits.max_announce_interests)
-    else {
+    let Some(_slot) = shared.take_slot(
+        &shared.announce_interests,
+        limits.max_announce_interests,
+        crate::Held::Interest,
+    ) else {
         return super::refuse(
             request,
             Refused::SubscribeNamespace,

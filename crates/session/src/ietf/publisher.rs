@@ -123,9 +123,10 @@ pub(crate) async fn subscribe<T: Transport>(
     if let Some((kind, code, reason)) = unsupported {
         return refuse(request, kind, code, reason).await;
     }
-    let Some(_slot) = Shared::<T>::take_slot(
+    let Some(_slot) = shared.take_slot(
         &shared.served_subscriptions,
         limits.max_served_subscriptions,
+        crate::Held::Subscription,
     ) else {
         return refuse(
             request,

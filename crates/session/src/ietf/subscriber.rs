@@ -50,6 +50,8 @@ struct Source {
     cost: RouteCost,
     /// The peer sent GOAWAY: the route costs the maximum from then on.
     draining: bool,
+    /// Its entry in the relay-wide state ledger, released with it.
+    _entry: Option<crate::StateEntry>,
 }
 
 impl Source {
@@ -136,6 +138,7 @@ fn publish_route<T: Transport>(
     if shared.stats.routes.load(Ordering::Relaxed) as usize >= shared.config.limits.max_announces {
         return Err(Error::Bound("announces"));
     }
+    let entry = shared.charge_route()?;
     let path = shared.absolute(wire)?;
     let broadcast = Arc::new(shared.config.dynamic_broadcast());
     let route = Route::learned(chain.clone(), cost, shared.config.cluster_peer);
@@ -157,6 +160,7 @@ fn publish_route<T: Transport>(
         hops: chain,
         cost,
         draining: false,
+        _entry: entry,
     };
     if shared.goaway.lock().is_some() {
         source.reprice(shared, None, true)?;

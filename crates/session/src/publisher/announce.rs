@@ -31,7 +31,12 @@ pub(crate) async fn announce<T: Transport>(
         .message::<AnnounceRequest>(limits.max_control_message)
         .await?
         .ok_or(Error::Stream(starling_proto::StreamCode::Cancelled))?;
-    let _slot = Shared::<T>::take_slot(&shared.announce_interests, limits.max_announce_interests)
+    let _slot = shared
+        .take_slot(
+            &shared.announce_interests,
+            limits.max_announce_interests,
+            crate::Held::Interest,
+        )
         .ok_or(Error::Bound("announce interests"))?;
 
     let exclude = match shared.peer.exclude_hop() {

@@ -152,11 +152,13 @@ pub(crate) async fn subscribe<T: Transport>(
     else {
         return Ok(()); // SUBSCRIBE then FIN before anything: nothing to do
     };
-    let _slot = Shared::<T>::take_slot(
-        &shared.served_subscriptions,
-        limits.max_served_subscriptions,
-    )
-    .ok_or(Error::Bound("served subscriptions"))?;
+    let _slot = shared
+        .take_slot(
+            &shared.served_subscriptions,
+            limits.max_served_subscriptions,
+            crate::Held::Subscription,
+        )
+        .ok_or(Error::Bound("served subscriptions"))?;
     let track = resolve(
         shared,
         &msg.broadcast,

@@ -28,6 +28,8 @@ struct Live {
     hops: Arc<[u64]>,
     broadcast: Arc<BroadcastProducer>,
     stop: CancellationToken,
+    /// Its entry in the relay-wide state ledger, released with it.
+    _entry: Option<crate::StateEntry>,
 }
 
 impl Live {
@@ -253,6 +255,7 @@ impl<T: Transport> Announces<T> {
             tracing::debug!(%wire, "announcement outside the peer's grant dropped");
             return Ok(false);
         }
+        let entry = self.shared.charge_route()?;
         let broadcast = Arc::new(self.shared.config.dynamic_broadcast());
         let hops = route.hops.clone();
         let handle = self
@@ -277,6 +280,7 @@ impl<T: Transport> Announces<T> {
                 hops,
                 broadcast,
                 stop,
+                _entry: entry,
             },
         );
         Ok(true)

@@ -1,0 +1,401 @@
+//! The hostile suites' harness: a real `starling relay` process on loopback (its RSS read
+//! from /proc, its metrics scraped), raw sessions that misbehave by hand over QUIC (from any
+//! address of 127.0.0.0/8) and WebSocket, and the floods the single-connection cases
+//! (`hostile.rs`) and the fleet cases (`hostile_fleet.rs`) share.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, UdpSocket};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use bytes::{BufMut, BytesMut};
+use starling_net::QuicTransport;
+use starling_proto::{
+    encode_message, encode_typed, AnnounceOk, Announcement, Hops, Path, RouteCost,
+};
+use starling_proto::{Role, Setup, StreamCode, Version};
+use starling_session::random_hop;
+use starling_transport::{RecvStream, SendStream, Transport, TransportError};
+use url::Url;
+
+use crate::common::{admitted, dial, within};
+use crate::hand;
+use crate::witness::{send_uni, setup_bytes};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_starling");
+pub const MIB: u64 = 1 << 20;
+/// The connection window the relay runs with (the partial-header flood offers more).
+pub const WINDOW_MIB: u64 = 33;
+/// Most the relay's RSS may grow over its settled size during a case.
+pub const RSS_GROWTH_BOUND: u64 = 200 * MIB;
+
+/// A `starling relay` child process on loopback, killed when dropped.
+pub struct RelayProcess {
+    child: Child,
+    pub url: Url,
+    pub http: SocketAddr,
+    pub internal: SocketAddr,
+}
+
+impl RelayProcess {
+    /// Start a relay on a free port. The port is picked free and then handed to the relay,
+    /// so a test running alongside may take its TCP half first: a bind failure retries on
+    /// another port, anything else fails with the relay's own words.
+    pub fn start(extra: &[&str]) -> Self {
+        starling_net::tls::install_default_provider();
+        let mut said = Vec::new();
+        for _ in 0..5 {
+            match Self::try_start(extra) {
+                Ok(relay) => return relay,
+                Err(lines) if lines.iter().any(|l| l.contains("in use")) => said = lines,
+                Err(lines) => panic!("relay exited before listening:\n{}", lines.join("\n")),
+            }
+        }
+        panic!("no free port after 5 tries:\n{}", said.join("\n"))
+    }
+
+    fn try_start(extra: &[&str]) -> Result<Self, Vec<String>> {
+        let port = free_udp_port();
+        let internal = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let window = format!("{WINDOW_MIB}MiB");
+        let mut args = vec![
+            "relay".to_string(),
+            "--bind".into(),
+            format!("127.0.0.1:{port}"),
+            "--internal-listen".into(),
+            internal.to_string(),
+            "--receive-window".into(),
+            window,
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let mut child = Command::new(BIN)
+            .args(&args)
+            // HOSTILE_RELAY_LOG (a tracing filter) shows more of the relay's log on stderr.
+            .env(
+                "RUST_LOG",
+                std::env::var("HOSTILE_RELAY_LOG")
+                    .unwrap_or_else(|_| "warn,starling::relay=info".into()),
+            )
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut said = Vec::new();
+        loop {
+            match lines.next() {
+                Some(Ok(line)) if line.contains("relay listening") => break,
+                Some(Ok(line)) => said.push(line),
+                Some(Err(_)) => {}
+                None => {
+                    let _ = child.wait();
+                    return Err(said);
+                }
+            }
+        }
+        // Keep draining the log so the relay never blocks on a full pipe.
+        let echo = std::env::var_os("HOSTILE_RELAY_LOG").is_some();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                if echo {
+                    eprintln!("relay: {line}");
+                }
+            }
+        });
+        Ok(RelayProcess {
+            child,
+            url: Url::parse(&format!("moqt://127.0.0.1:{port}/")).unwrap(),
+            http: format!("127.0.0.1:{port}").parse().unwrap(),
+            internal,
+        })
+    }
+
+    /// Resident memory now, from /proc.
+    pub fn rss(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+        line.split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            * 1024
+    }
+
+    pub async fn metrics(&self) -> String {
+        let response = reqwest::get(format!("http://{}/metrics", self.internal))
+            .await
+            .unwrap();
+        response.text().await.unwrap()
+    }
+
+    pub async fn metric(&self, series: &str) -> f64 {
+        let text = self.metrics().await;
+        text.lines()
+            .find_map(|line| {
+                let (name, value) = line.rsplit_once(' ')?;
+                (name == series).then(|| value.parse().unwrap())
+            })
+            .unwrap_or_else(|| panic!("no {series} in\n{text}"))
+    }
+}
+
+impl Drop for RelayProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn free_udp_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A raw QUIC session that has sent a subscriber's SETUP (so the relay asks it nothing) and
+/// received the relay's.
+pub async fn hostile(url: &Url) -> QuicTransport {
+    hostile_as(url, Role::Subscriber).await
+}
+
+/// A raw QUIC session that has sent SETUP in `role` and received the relay's.
+pub async fn hostile_as(url: &Url, role: Role) -> QuicTransport {
+    let transport = dial(url, Version::Lite06).await;
+    let mut setup = Setup::new();
+    setup.set_hop(Some(random_hop())).unwrap();
+    setup.set_role(Some(role));
+    send_uni(&transport, &setup_bytes(&setup)).await;
+    let _relay_setup = within(transport.accept_uni()).await.unwrap();
+    transport
+}
+
+/// Requests on bidi streams: how many were answered and how many reset EVICTED (the bound's
+/// refusal); anything else fails the test.
+pub async fn answered_or_evicted<S>(requests: &mut [(S, impl RecvStream)]) -> (usize, usize) {
+    let (mut answered, mut evicted) = (0, 0);
+    for (_, recv) in requests {
+        match within(recv.read(1024)).await {
+            Ok(Some(_)) => answered += 1,
+            Err(TransportError::Reset(code)) if code == StreamCode::Evicted.to_code() => {
+                evicted += 1
+            }
+            other => panic!("a request is answered or refused EVICTED, got {other:?}"),
+        }
+    }
+    (answered, evicted)
+}
+
+/// `count` uni streams each stuck inside a group header: 60 KiB of a promised 63 KiB, never
+/// finished. The streams still open are returned (dropping them would end them), with how
+/// many were written. With `recycle`,
+/// streams the relay stopped are reset and let go as the flood goes on, as an attacker
+/// would to get its stream credit back; without it they are kept, and the relay grants no
+/// more streams past the credit they hold.
+pub async fn stuck_headers<T: Transport>(
+    transport: &T,
+    count: usize,
+    recycle: bool,
+) -> (Vec<T::Send>, usize) {
+    const WAIT: Duration = Duration::from_millis(250);
+    use futures::FutureExt;
+    let reset_stopped = |streams: &mut Vec<T::Send>| {
+        streams.retain_mut(|stream| {
+            let stopped = stream.stopped().now_or_never().is_some();
+            if stopped {
+                stream.reset(0);
+            }
+            !stopped
+        })
+    };
+    let mut streams = Vec::with_capacity(count);
+    let mut opened = 0;
+    let mut waited = Duration::ZERO;
+    while opened < count {
+        if recycle && opened % 16 == 0 {
+            reset_stopped(&mut streams);
+        }
+        // A peer held to its stream credit waits here (getting credit back, when it
+        // recycles, from streams stopped meanwhile); past 5 s without one the flood is over.
+        let mut stream = match tokio::time::timeout(WAIT, transport.open_uni()).await {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(_)) => break,
+            Err(_) if waited < Duration::from_secs(5) => {
+                waited += WAIT;
+                if recycle {
+                    reset_stopped(&mut streams);
+                }
+                continue;
+            }
+            Err(_) => break,
+        };
+        waited = Duration::ZERO;
+        opened += 1;
+        let mut head = BytesMut::new();
+        head.put_u8(0x00); // GROUP
+        head.put_slice(&[0x80, 0x00, 0xfc, 0x00]); // header length 64512
+        head.put_slice(&[0u8; 60 * 1024]);
+        // A stream already evicted refuses the write: that is the point.
+        let _ = stream.write(head.freeze()).await;
+        streams.push(stream);
+    }
+    (streams, opened)
+}
+
+/// A raw QUIC session from `source` (an address of 127.0.0.0/8) that has sent a
+/// subscriber's SETUP.
+pub async fn hostile_from(url: &Url, source: std::net::IpAddr) -> QuicTransport {
+    hostile_from_as(url, source, Role::Subscriber).await
+}
+
+/// A raw QUIC session from `source` that has sent SETUP in `role`.
+pub async fn hostile_from_as(url: &Url, source: std::net::IpAddr, role: Role) -> QuicTransport {
+    let client = starling_net::Client::new(
+        starling_net::ClientConfig {
+            bind: Some(SocketAddr::new(source, 0)),
+            ..starling_net::ClientConfig::default()
+        }
+        .with_alpns(&[Version::Lite06.alpn()])
+        .with_tls(starling_net::TlsVerify::Disabled),
+    )
+    .unwrap();
+    let transport = admitted(|| client.connect(url), starling_net::ClientError::refusal)
+        .await
+        .transport;
+    set_up(transport, role).await
+}
+
+/// A WebSocket (QMux) session to the relay's TCP port that has sent a subscriber's SETUP.
+pub async fn hostile_websocket(http: SocketAddr) -> starling_net::qmux::QmuxTransport {
+    hostile_websocket_as(http, Role::Subscriber).await
+}
+
+/// A WebSocket (QMux) session that has sent SETUP in `role`.
+pub async fn hostile_websocket_as(
+    http: SocketAddr,
+    role: Role,
+) -> starling_net::qmux::QmuxTransport {
+    let url = Url::parse(&format!("ws://{http}/")).unwrap();
+    let alpns = [Version::Lite06.alpn()];
+    let connected = admitted(
+        || starling_net::qmux::connect(&url, &alpns, &starling_net::TlsVerify::Disabled),
+        starling_net::qmux::QmuxConnectError::refusal,
+    )
+    .await;
+    set_up(connected.transport, role).await
+}
+
+/// Send SETUP in `role` on `transport` and read the relay's.
+pub async fn set_up<T: Transport>(transport: T, role: Role) -> T {
+    let mut setup = Setup::new();
+    setup.set_hop(Some(random_hop())).unwrap();
+    setup.set_role(Some(role));
+    send_uni(&transport, &setup_bytes(&setup)).await;
+    let _relay_setup = within(transport.accept_uni()).await.unwrap();
+    transport
+}
+
+/// An honest one-frame group `sequence`, sent on a hostile publisher's connection for the
+/// subscription `id`, reaches `reader` whole.
+pub async fn honest_group_arrives<T: Transport>(
+    bad: &T,
+    id: u64,
+    reader: &mut starling_model::TrackConsumer,
+    sequence: u64,
+) {
+    hand::send_group(bad, id, sequence, Version::Lite06).await;
+    let mut honest = within(async {
+        loop {
+            let group = reader.next_group().await.unwrap().unwrap();
+            if group.sequence() == sequence {
+                break group;
+            }
+        }
+    })
+    .await;
+    let frame = within(honest.next_frame()).await.unwrap().unwrap();
+    assert_eq!(&frame.payload[..], format!("g{sequence}").as_bytes());
+    assert!(
+        within(honest.next_frame()).await.unwrap().is_none(),
+        "the honest group ends after its frame"
+    );
+}
+
+/// Run `work` within `limit`, failing the test instead of hanging.
+pub async fn bounded<T>(limit: Duration, work: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(limit, work)
+        .await
+        .expect("hostile case took too long")
+}
+
+/// The relay's RSS stayed within the bound over `settled`.
+pub fn assert_rss_bounded(relay: &RelayProcess, settled: u64, case: &str) {
+    let rss = relay.rss();
+    assert!(
+        rss <= settled + RSS_GROWTH_BOUND,
+        "{case}: relay RSS {} MiB, settled at {} MiB (bound +{} MiB)",
+        rss / MIB,
+        settled / MIB,
+        RSS_GROWTH_BOUND / MIB
+    );
+}
+
+/// Answer the relay's announce request on `bad` (a session set up as a publisher) with up to
+/// `count` announcements `{prefix}/{n}`, written in 64 KiB batches. Returns the stream (kept
+/// open: ending it would withdraw the announcements) and how many were written before the
+/// relay stopped it or closed the session.
+pub async fn announce_flood<T: Transport>(bad: &T, prefix: &str, count: u32) -> (T::Send, u32) {
+    let (mut send, mut recv) = within(bad.accept_bi()).await.unwrap();
+    let _request = within(recv.read(1024)).await.unwrap();
+    let mut flood = BytesMut::new();
+    encode_message(&AnnounceOk::default(), Version::Lite06, &mut flood).unwrap();
+    for n in 0..count {
+        let start = Announcement::Start {
+            suffix: Path::new(&format!("{prefix}/{n}")).unwrap(),
+            hops: Hops::from_vec(Vec::new()).unwrap(),
+            cost: RouteCost { warm: 0, cold: 0 },
+        };
+        encode_typed(&start, Version::Lite06, &mut flood).unwrap();
+        if flood.len() > 64 * 1024 && send.write(flood.split().freeze()).await.is_err() {
+            return (send, n);
+        }
+    }
+    let written = if send.write(flood.split().freeze()).await.is_ok() {
+        count
+    } else {
+        count.saturating_sub(1)
+    };
+    (send, written)
+}
+
+/// A publisher driven by hand on `bad`: it announces `name`, a reader on a session of its
+/// own subscribes to its track `t`, and the relay's subscription is answered. Returns the
+/// subscription, the reader's session (kept open) and the reader.
+pub async fn hand_publisher<T: Transport + Clone>(
+    bad: &T,
+    url: &Url,
+    name: &str,
+) -> (
+    hand::Upstream<T>,
+    starling_session::Session<QuicTransport>,
+    starling_model::TrackConsumer,
+) {
+    use starling_model::StartAt;
+    use starling_proto::SubscribeResponse;
+    let mut upstreams = hand::serve(bad.clone(), Version::Lite06, Path::new(name).unwrap(), ());
+    let (reader_session, broadcast) = crate::common::subscribed_broadcast(url, name).await;
+    let reader = broadcast.subscribe_track("t", StartAt::default()).unwrap();
+    let mut upstream = within(upstreams.recv()).await.unwrap();
+    upstream
+        .respond(SubscribeResponse::Start { group: 0 }, Version::Lite06)
+        .await;
+    (upstream, reader_session, reader)
+}
