@@ -494,7 +494,7 @@ impl RelayMetrics {
             let entries = |value: usize| gauge(value.min(i64::MAX as usize) as i64);
             registry.register(
                 "state_ledger_limit_entries",
-                "The relay-wide state ledger's bound: announces, subscriptions and interests of untrusted sessions",
+                "The relay-wide state ledger's bound, in entries of 2 KiB: an announced broadcast weighs 1, an announce interest 3, a served subscription 5 (untrusted sessions only)",
                 entries(ledger.limit),
             );
             registry.register(

@@ -29,4 +29,5 @@ pub use error::Error;
 pub use frames::WHOLE_FRAME_BYTES;
 pub use ledger::{Held, LedgerStats, StateAccount, StateEntry, StateLedger};
 pub use pool::{PoolStats, ReceivePool, WindowRange, RECLAIM_EVERY};
+pub use reader::HEADERLESS_STREAM_COST;
 pub use session::{Accepting, ClientSetup, PeerSetup, Session, SessionStats};

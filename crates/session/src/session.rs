@@ -148,7 +148,7 @@ impl Upstream {
     /// A group stream of this subscription arrived: count it, and rank its reader by the
     /// priority our readers asked of the subscription (within it, older groups are evicted
     /// first).
-    pub fn arrived<R: RecvStream>(&self, reader: &Reader<R>, sequence: u64) {
+    pub fn arrived<R: RecvStream>(&self, reader: &mut Reader<R>, sequence: u64) {
         self.streams.add();
         reader.set_rank(Rank::Data {
             priority: self.track.demand().map_or(0, |demand| demand.priority),

@@ -68,10 +68,12 @@ async fn incomplete_units_are_bounded_by_the_receive_budget() {
 async fn request_streams_rank_as_header_less_until_their_type_is_decoded() {
     const STUCK: usize = 28;
     const PARTIAL_TYPE: [u8; 7] = [0xc0, 0, 0, 0, 0, 0, 0]; // 7 of an 8-byte varint
+                                                            // Each is charged its bytes and, being header-less, what the stream itself costs.
+    const STUCK_COST: usize = PARTIAL_TYPE.len() + starling_session::HEADERLESS_STREAM_COST;
     let version = Version::Lite06;
     let relay = Relay::new();
     let (client, relay_side) = raw_client(&relay, version, Role::Subscriber, |config| {
-        config.limits.recv_budget = STUCK * PARTIAL_TYPE.len();
+        config.limits.recv_budget = STUCK * STUCK_COST;
     })
     .await;
     let mut stuck = Vec::new();
@@ -82,7 +84,7 @@ async fn request_streams_rank_as_header_less_until_their_type_is_decoded() {
     }
     // Every stuck stream's bytes are charged: the budget is exactly full.
     tokio::time::timeout(TIMEOUT, async {
-        while relay_side.budget().held < STUCK * PARTIAL_TYPE.len() {
+        while relay_side.budget().held < STUCK * STUCK_COST {
             tokio::task::yield_now().await;
         }
     })

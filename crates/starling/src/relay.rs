@@ -54,9 +54,10 @@ pub struct RelayArgs {
     #[arg(long)]
     receive_budget: Option<MemoryShare>,
     /// What the control state of every untrusted session together may cost: announced
-    /// broadcasts, subscriptions and announce interests, each counted at 2 KiB; bytes or a
-    /// share of the memory limit, `12.5%` by default. When it is full the session holding the
-    /// most is closed, and a session that holds the most itself is refused more.
+    /// broadcasts (2 KiB each), announce interests (6 KiB) and served subscriptions
+    /// (10 KiB); bytes or a share of the memory limit, `12.5%` by default. When it is full
+    /// the session holding the most is closed, and a session that holds the most itself is
+    /// refused more.
     #[arg(long)]
     state_budget: Option<MemoryShare>,
     /// Sessions (with handshakes in progress) the relay holds at once; past it, QUIC is

@@ -153,6 +153,13 @@ impl Drop for RelayProcess {
     }
 }
 
+/// The fleet cases take turns: each loads both cores, and run together (as `cargo test` runs
+/// a binary's tests) they would time each other out.
+pub async fn one_fleet_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {
+    static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    TURN.lock().await
+}
+
 pub fn free_udp_port() -> u16 {
     UdpSocket::bind("127.0.0.1:0")
         .unwrap()
@@ -258,6 +265,12 @@ pub async fn hostile_from(url: &Url, source: std::net::IpAddr) -> QuicTransport 
 
 /// A raw QUIC session from `source` that has sent SETUP in `role`.
 pub async fn hostile_from_as(url: &Url, source: std::net::IpAddr, role: Role) -> QuicTransport {
+    set_up(dial_from(url, source).await, role).await
+}
+
+/// A raw-QUIC connection from `source` (an address of 127.0.0.0/8), retried while the relay
+/// refuses it; no moq SETUP sent.
+pub async fn dial_from(url: &Url, source: std::net::IpAddr) -> QuicTransport {
     let client = starling_net::Client::new(
         starling_net::ClientConfig {
             bind: Some(SocketAddr::new(source, 0)),
@@ -267,10 +280,9 @@ pub async fn hostile_from_as(url: &Url, source: std::net::IpAddr, role: Role) ->
         .with_tls(starling_net::TlsVerify::Disabled),
     )
     .unwrap();
-    let transport = admitted(|| client.connect(url), starling_net::ClientError::refusal)
+    admitted(|| client.connect(url), starling_net::ClientError::refusal)
         .await
-        .transport;
-    set_up(transport, role).await
+        .transport
 }
 
 /// A WebSocket (QMux) session to the relay's TCP port that has sent a subscriber's SETUP.
