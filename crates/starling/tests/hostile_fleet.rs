@@ -205,24 +205,7 @@ async fn a_fleet_of_one_byte_and_malformed_streams_is_bounded() {
         settled / MIB
     );
     for (bad, _) in &fleet {
-        let (mut send, mut recv) = bad.open_bi().await.unwrap();
-        send.write(Bytes::from_static(&[
-            0x02, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-        ]))
-        .await
-        .unwrap();
-        assert_eq!(
-            within(recv.read(64)).await,
-            Err(TransportError::Reset(StreamCode::Cancelled.to_code())),
-            "an oversized SUBSCRIBE resets its stream CANCELLED"
-        );
-        let (mut send, mut recv) = bad.open_bi().await.unwrap();
-        send.write(Bytes::from_static(&[0xff; 8])).await.unwrap();
-        assert_eq!(
-            within(recv.read(64)).await,
-            Err(TransportError::Reset(StreamCode::Internal.to_code())),
-            "an unknown stream type resets its stream INTERNAL_ERROR"
-        );
+        malformed_streams_are_reset(bad).await;
         assert_alive(bad, announce_request()).await;
     }
     assert!(

@@ -10,7 +10,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use bytes::{BufMut, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use starling_net::QuicTransport;
 use starling_proto::{
     encode_message, encode_typed, AnnounceOk, Announcement, Hops, Path, RouteCost,
@@ -160,6 +160,31 @@ pub async fn one_fleet_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {
     TURN.lock().await
 }
 
+/// Oversized lengths and varints on `bad`: a SUBSCRIBE claiming 2^62 - 1 bytes fails to
+/// decode (past the control bound) and is reset CANCELLED (0x1), and a stream type no
+/// varint-sized code names is reset INTERNAL_ERROR (0x0), as moq-net resets them (docs/wire.md,
+/// SUBSCRIBE); the session lives on.
+pub async fn malformed_streams_are_reset<T: Transport>(bad: &T) {
+    let (mut send, mut recv) = bad.open_bi().await.unwrap();
+    send.write(Bytes::from_static(&[
+        0x02, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+    ]))
+    .await
+    .unwrap();
+    assert_eq!(
+        within(recv.read(64)).await,
+        Err(TransportError::Reset(StreamCode::Cancelled.to_code())),
+        "an oversized SUBSCRIBE resets its stream CANCELLED"
+    );
+    let (mut send, mut recv) = bad.open_bi().await.unwrap();
+    send.write(Bytes::from_static(&[0xff; 8])).await.unwrap();
+    assert_eq!(
+        within(recv.read(64)).await,
+        Err(TransportError::Reset(StreamCode::Internal.to_code())),
+        "an unknown stream type resets its stream INTERNAL_ERROR"
+    );
+}
+
 pub fn free_udp_port() -> u16 {
     UdpSocket::bind("127.0.0.1:0")
         .unwrap()
@@ -176,13 +201,7 @@ pub async fn hostile(url: &Url) -> QuicTransport {
 
 /// A raw QUIC session that has sent SETUP in `role` and received the relay's.
 pub async fn hostile_as(url: &Url, role: Role) -> QuicTransport {
-    let transport = dial(url, Version::Lite06).await;
-    let mut setup = Setup::new();
-    setup.set_hop(Some(random_hop())).unwrap();
-    setup.set_role(Some(role));
-    send_uni(&transport, &setup_bytes(&setup)).await;
-    let _relay_setup = within(transport.accept_uni()).await.unwrap();
-    transport
+    set_up(dial(url, Version::Lite06).await, role).await
 }
 
 /// Requests on bidi streams: how many were answered and how many reset EVICTED (the bound's
