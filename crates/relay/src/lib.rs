@@ -18,6 +18,7 @@ pub use auth::{
 pub use cluster::ClusterConfig;
 pub use config::{
     parse_size, AuthConfig, HttpConfig, MemoryShare, MemoryShareError, RelayConfig, TlsSource,
+    STATE_ENTRY_BYTES,
 };
 pub use host::memory_limit;
 pub use http::{is_websocket_upgrade, HttpApi, HttpError};

@@ -626,11 +626,6 @@ impl Inner {
             .clone()
             .map(|p| Arc::new(Scoped(p)) as Arc<dyn starling_session::Access>);
         config.limits = self.config.session_limits.clone();
-        if config.cluster_peer {
-            // A peer relay carries its whole cluster's broadcasts: trusted, it holds no
-            // account (its per-session bounds still hold).
-            config.limits.state_ledger = None;
-        }
         config.model_limits = self.config.model_limits;
         config.cache_budget = Some(self.metrics.cache_budget());
         if grant.subscribe {

@@ -839,11 +839,12 @@ impl<T: Transport> Session<T> {
             }
             None => RecvBudget::new(config.limits.recv_budget),
         };
-        let state = config
-            .limits
-            .state_ledger
-            .as_ref()
-            .map(crate::StateLedger::open);
+        // A peer relay carries its whole cluster's broadcasts and subscriptions: trusted, it
+        // holds no account in the state ledger (its per-session bounds still hold).
+        let state = match &config.limits.state_ledger {
+            Some(ledger) if !config.cluster_peer => Some(ledger.open()),
+            _ => None,
+        };
         let shared = Arc::new(Shared {
             budget,
             transport,

@@ -22,6 +22,7 @@ use starling_transport::{RecvStream, SendStream, Transport, TransportError};
 
 use attack::*;
 use common::within;
+use starling_relay::STATE_ENTRY_BYTES;
 use witness::{announce_request, assert_alive, witness};
 
 /// Issue 25: a fleet of 40 connections, each filling its window with streams stuck inside
@@ -128,12 +129,7 @@ where
         "windows plus incomplete units stayed within the budget"
     );
     let rss = relay.rss();
-    assert!(
-        rss <= settled + budget + 256 * MIB,
-        "relay RSS {} MiB, settled at {} MiB (bound: the budget plus 256 MiB)",
-        rss / MIB,
-        settled / MIB
-    );
+    assert_fleet_rss(rss, settled, budget, "the budget");
     for bad in fleet.iter().step_by(10) {
         assert_alive(bad, announce_request()).await;
     }
@@ -216,12 +212,7 @@ async fn a_fleet_of_one_byte_and_malformed_streams_is_bounded() {
         relay.metric("starling_receive_pool_peak_bytes").await <= budget as f64,
         "windows plus incomplete units stayed within the budget"
     );
-    assert!(
-        rss <= settled + budget + 256 * MIB,
-        "relay RSS {} MiB, settled at {} MiB (bound: the receive budget plus 256 MiB)",
-        rss / MIB,
-        settled / MIB
-    );
+    assert_fleet_rss(rss, settled, budget, "the receive budget");
     drop(fleet);
     let received = witness.finish().await;
     assert!(received > 0, "the witness kept receiving");
@@ -301,12 +292,7 @@ async fn a_fleet_of_silent_and_slow_connections_is_cut_at_its_deadlines() {
         rss / MIB,
         settled / MIB
     );
-    assert!(
-        rss <= settled + 256 * MIB,
-        "relay RSS {} MiB, settled at {} MiB (bound: 256 MiB more)",
-        rss / MIB,
-        settled / MIB
-    );
+    assert_fleet_rss(rss, settled, 0, "no budget");
     drop((silent, slow, honest));
     let received = witness.finish().await;
     assert!(received > 0, "the witness kept receiving");
@@ -444,11 +430,11 @@ where
         settled / MIB
     );
     let rss = relay.rss();
-    assert!(
-        rss <= settled + cache_budget + receive_budget + 256 * MIB,
-        "relay RSS {} MiB, settled at {} MiB (bound: the cache and receive budgets plus 256 MiB)",
-        rss / MIB,
-        settled / MIB
+    assert_fleet_rss(
+        rss,
+        settled,
+        cache_budget + receive_budget,
+        "the cache and receive budgets",
     );
     if cache_budget <= 64 * MIB {
         assert!(
@@ -543,12 +529,11 @@ async fn a_fleet_announcing_broadcasts_is_held_to_the_state_ledger() {
         peak <= limit + limit / 8,
         "the ledger held {peak} entries, past its {limit} and the overdraft"
     );
-    let budget = limit * 2048;
-    assert!(
-        rss <= settled + budget + 256 * MIB,
-        "relay RSS {} MiB, settled at {} MiB (bound: the state budget plus 256 MiB)",
-        rss / MIB,
-        settled / MIB
+    assert_fleet_rss(
+        rss,
+        settled,
+        limit * STATE_ENTRY_BYTES as u64,
+        "the state budget",
     );
 
     // An honest publisher announcing now is heard, and its group reaches a reader.
@@ -681,11 +666,11 @@ async fn a_fleet_of_request_floods_is_held_to_the_state_ledger() {
         }
     })
     .await;
-    assert!(
-        rss <= settled + limit * 2048 + 256 * MIB,
-        "relay RSS {} MiB, settled at {} MiB (bound: the state budget plus 256 MiB)",
-        rss / MIB,
-        settled / MIB
+    assert_fleet_rss(
+        rss,
+        settled,
+        limit * STATE_ENTRY_BYTES as u64,
+        "the state budget",
     );
     // Every session still answers, or was shed: no session ends for any other reason.
     let mut ended = 0;
@@ -769,6 +754,17 @@ async fn tally<S>(
         }
     }
     (answered, evicted, closed)
+}
+
+/// The fleets' memory bound: the relay's RSS `rss` grows over `settled` by at most the
+/// `budgets` that hold the attack (`what` they are) plus 256 MiB.
+fn assert_fleet_rss(rss: u64, settled: u64, budgets: u64, what: &str) {
+    assert!(
+        rss <= settled + budgets + 256 * MIB,
+        "relay RSS {} MiB, settled at {} MiB (bound: {what} plus 256 MiB)",
+        rss / MIB,
+        settled / MIB
+    );
 }
 
 fn sum(counts: impl Iterator<Item = (usize, usize, usize)>) -> (usize, usize, usize) {

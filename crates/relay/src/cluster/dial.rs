@@ -259,8 +259,6 @@ async fn attempt(
     config.link_cost = peer.cost;
     config.max_hops = mesh.max_hops;
     config.limits = mesh.session_limits.clone();
-    // A link to a peer relay is trusted: it holds no account in the state ledger.
-    config.limits.state_ledger = None;
     config.model_limits = mesh.model_limits;
     config.cache_budget = Some(mesh.metrics.cache_budget());
     let setup = ClientSetup {
