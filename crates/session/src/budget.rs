@@ -349,6 +349,9 @@ impl RecvBudget {
     }
 }
 
+/// Eviction passes an entitled charge runs before it holds past the relay-wide total.
+const ENTITLED_PASSES: u32 = 2;
+
 /// One reader's share of the budget.
 #[derive(Debug)]
 pub struct Account {
@@ -363,7 +366,7 @@ impl Account {
     /// to evict.
     pub fn try_charge(&self, bytes: usize) -> bool {
         let inner = &self.budget.0;
-        let mut made_room = false;
+        let mut passes = 0;
         loop {
             let mut state = inner.state.lock();
             // An evicted reader (its pending read can still win a race with the eviction)
@@ -394,27 +397,33 @@ impl Account {
                 member.evict.stop(StreamCode::Evicted);
                 continue;
             }
-            let pooled = match &inner.pooled {
-                Some(pooled) if !pooled.pool.try_hold(bytes) => pooled,
-                _ => {
-                    state.used += bytes;
-                    state.peak = state.peak.max(state.used);
-                    if let Some(me) = state.members.get_mut(&self.id) {
-                        me.charged += bytes;
+            if let Some(pooled) = &inner.pooled {
+                if !pooled.pool.try_hold(bytes) {
+                    // The relay-wide total is full. Within its own window the asker is
+                    // entitled: other connections' charges can take the room a pass made
+                    // before this one holds it, so after a second pass an entitled asker
+                    // holds anyway (past the total by at most what it asked).
+                    let entitled = state.used + bytes <= pooled.window.load(Ordering::Acquire);
+                    if entitled && passes == ENTITLED_PASSES {
+                        pooled.pool.force_hold(bytes);
+                    } else if passes == 0 || entitled {
+                        drop(state);
+                        pooled.pool.make_room(bytes, my_rank, self.id, entitled);
+                        passes += 1;
+                        continue;
+                    } else {
+                        inner.evictions.fetch_add(1, Ordering::Relaxed);
+                        pooled.pool.count_refusal();
+                        return false;
                     }
-                    return true;
                 }
-            };
-            // The relay-wide total is full.
-            if made_room {
-                inner.evictions.fetch_add(1, Ordering::Relaxed);
-                pooled.pool.count_refusal();
-                return false;
             }
-            let entitled = state.used + bytes <= pooled.window.load(Ordering::Acquire);
-            drop(state);
-            pooled.pool.make_room(bytes, my_rank, self.id, entitled);
-            made_room = true;
+            state.used += bytes;
+            state.peak = state.peak.max(state.used);
+            if let Some(me) = state.members.get_mut(&self.id) {
+                me.charged += bytes;
+            }
+            return true;
         }
     }
 

@@ -23,7 +23,10 @@
 //!   connection below its entitlement. An asker within its own entitlement is always
 //!   served: with every borrowed byte gone, entitled holdings fit in the half of the total
 //!   the windows leave. An asker past its entitlement evicts only units ranked below its
-//!   own, as within one connection.
+//!   own, as within one connection. Other connections' charges can take the room a pass
+//!   made before the entitled asker holds it (or, on loopback, which admission does not
+//!   refuse, windows alone can fill the total): after a second pass the entitled asker
+//!   holds anyway, past the total by at most what it asked.
 //!
 //! Sans-IO: time is passed in; the pool never sleeps or spawns. Connections register as
 //! [`Borrower`]s; the pool holds them weakly and forgets the dead on its next pass.
@@ -269,6 +272,13 @@ impl ReceivePool {
                 Err(now) => held = now,
             }
         }
+    }
+
+    /// Take `bytes` of holdings even past the total: for an asker within its own window
+    /// that eviction passes could not make room for (see `Account::try_charge`).
+    pub(crate) fn force_hold(&self, bytes: usize) {
+        let held = self.0.held.fetch_add(bytes, Ordering::AcqRel) + bytes;
+        self.note_peak(self.0.windows.load(Ordering::Relaxed) + held);
     }
 
     /// An asker past its entitlement was refused for want of room relay-wide.

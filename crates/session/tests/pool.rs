@@ -194,6 +194,27 @@ fn an_asker_within_its_window_is_served_whatever_the_rank_of_what_is_borrowed() 
     assert!(!small.is_evicted());
 }
 
+/// Connections on loopback are admitted without asking the pool for room, so windows can
+/// fill the whole total; a unit within its own window is still served (the window is what
+/// the transport promised the peer), and the bytes are counted past the total.
+#[test]
+fn an_asker_within_its_window_is_served_even_when_the_windows_fill_the_total() {
+    let pool = pool(32 * KIB, 16 * KIB, 64 * KIB);
+    let conns: Vec<_> = (0..3).map(|_| connection(&pool, 64 * KIB).0).collect();
+    assert_eq!(pool.stats().windows, 48 * KIB);
+    let unit = conns[0].account(Rank::Data {
+        priority: 0,
+        sequence: 1,
+    });
+    assert!(unit.try_charge(4 * KIB), "within its 16 KiB window");
+    assert_eq!(pool.stats().held, 4 * KIB);
+    assert_eq!(pool.stats().peak, 52 * KIB);
+    // Past its window it is refused: nothing is borrowed anywhere.
+    let more = conns[0].account(Rank::Control);
+    assert!(!more.try_charge(13 * KIB));
+    assert_eq!(pool.stats().held, 4 * KIB);
+}
+
 #[test]
 fn bytes_released_return_to_the_pool_and_peak_is_kept() {
     let pool = pool(64 * KIB, 4 * KIB, 64 * KIB);
@@ -375,7 +396,10 @@ mod against_a_reference {
                         None => return false,
                     }
                 }
-                if self.windows() + self.held() + bytes <= TOTAL {
+                let window = self.conns[conn].as_ref().unwrap().window;
+                let entitled = used + bytes <= window;
+                // Within its window an asker holds even past the total once a pass ran.
+                if self.windows() + self.held() + bytes <= TOTAL || (made_room && entitled) {
                     self.units[id].as_mut().unwrap().held += bytes;
                     return true;
                 }
@@ -383,8 +407,7 @@ mod against_a_reference {
                     self.evictions += 1;
                     return false;
                 }
-                let window = self.conns[conn].as_ref().unwrap().window;
-                self.make_room(bytes, my_rank, id, used + bytes <= window);
+                self.make_room(bytes, my_rank, id, entitled);
                 made_room = true;
             }
         }

@@ -11,6 +11,7 @@ mod attack;
 mod common;
 #[path = "../../session/tests/hand/mod.rs"]
 mod hand;
+mod lab;
 #[path = "../../relay/tests/witness/mod.rs"]
 mod witness;
 
@@ -55,6 +56,52 @@ async fn a_websocket_fleet_stuck_inside_headers_is_held_to_the_relay_wide_receiv
     fleet_stuck_inside_headers(&relay, |_| hostile_websocket(http)).await;
 }
 
+/// The same fleet from ten hosts: network namespaces joined to the relay's by veth pairs,
+/// so the relay sees ten addresses that are not loopback and applies its admission to them
+/// as to any remote client (its per-address bounds, the setup limit and the lag bound, at
+/// their defaults). Skipped, saying why, where namespaces cannot be built.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_from_ten_hosts_stuck_inside_headers_is_held_to_the_relay_wide_receive_budget() {
+    if let Some(why) = lab::cannot_build_namespaces() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let _turn = one_fleet_at_a_time().await;
+    let mut lab = lab::Lab::new(HOSTS).unwrap();
+    let links: Vec<lab::Link> = (0..HOSTS).map(|h| lab.link(None, h).unwrap()).collect();
+    let relay = fleet_relay_on([0, 0, 0, 0].into());
+    let port = relay.http.port();
+    let links = &links;
+    fleet_stuck_inside_headers(&relay, |i| async move {
+        let link = &links[i % HOSTS];
+        let relay = std::net::SocketAddr::new(link.a_ip.into(), port);
+        // The host's only way out is its veth link: the relay sees its address.
+        set_up(dial_inside(&link.b_ns, relay).await, Role::Subscriber).await
+    })
+    .await;
+}
+
+/// Hosts (network namespaces) the namespace fleet comes from.
+const HOSTS: usize = 10;
+
+/// A raw-QUIC connection to `relay` from a socket inside namespace `ns`, retried while the
+/// relay refuses it; no moq SETUP sent.
+async fn dial_inside(ns: &str, relay: std::net::SocketAddr) -> starling_net::QuicTransport {
+    let config = starling_net::ClientConfig {
+        bind: Some("0.0.0.0:0".parse().unwrap()),
+        ..starling_net::ClientConfig::default()
+    }
+    .with_alpns(&[Version::Lite06.alpn()])
+    .with_tls(starling_net::TlsVerify::Disabled);
+    let client = lab::inside(ns, move || starling_net::Client::new(config))
+        .unwrap()
+        .unwrap();
+    let url = url::Url::parse(&format!("moqt://{relay}/")).unwrap();
+    common::admitted(|| client.connect(&url), starling_net::ClientError::refusal)
+        .await
+        .transport
+}
+
 /// The fleet's size: `FLEET_CONNECTIONS` (default 40; `scripts/hostile-fleet.sh` runs 400).
 fn fleet_connections() -> usize {
     std::env::var("FLEET_CONNECTIONS")
@@ -66,10 +113,15 @@ fn fleet_connections() -> usize {
 /// The relay the fleet attacks: `--receive-budget 32MiB`, or with `FLEET_BUDGET=default`
 /// the relay's own default (a share of the host's memory), or any other value given there.
 fn fleet_relay() -> RelayProcess {
+    fleet_relay_on([127, 0, 0, 1].into())
+}
+
+/// [`fleet_relay`] bound to `ip`.
+fn fleet_relay_on(ip: std::net::IpAddr) -> RelayProcess {
     match std::env::var("FLEET_BUDGET").as_deref() {
-        Ok("default") => RelayProcess::start(&[]),
-        Ok(budget) => RelayProcess::start(&["--receive-budget", budget]),
-        Err(_) => RelayProcess::start(&["--receive-budget", "32MiB"]),
+        Ok("default") => RelayProcess::start_on(ip, &[]),
+        Ok(budget) => RelayProcess::start_on(ip, &["--receive-budget", budget]),
+        Err(_) => RelayProcess::start_on(ip, &["--receive-budget", "32MiB"]),
     }
 }
 

@@ -17,7 +17,6 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -33,6 +32,9 @@ use starling_proto::{Path, Role, Version};
 use starling_session::{random_hop, ClientSetup, Session, SessionConfig};
 use url::Url;
 
+mod lab;
+use lab::{cannot_build_namespaces, Lab, Link};
+
 const BIN: &str = env!("CARGO_BIN_EXE_starling");
 const BROADCAST: &str = "room/alice";
 const TRACK: &str = "video";
@@ -43,196 +45,6 @@ const PAYLOAD: usize = 64;
 const MAX_GAP: Duration = Duration::from_secs(3);
 /// Bound on any one wait.
 const STEP: Duration = Duration::from_secs(20);
-
-/// Why this machine cannot build network namespaces, if it cannot: not root, or a root
-/// without the capability (a container without CAP_NET_ADMIN). Any other failure later is a
-/// test failure.
-fn cannot_build_namespaces() -> Option<String> {
-    let root = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false);
-    if !root {
-        return Some("network namespaces need root".into());
-    }
-    let probe = format!("stprobe{}", std::process::id() % 100_000);
-    match run("ip", &["netns", "add", &probe]) {
-        Ok(()) => {
-            let _ = run("ip", &["netns", "del", &probe]);
-            None
-        }
-        Err(err) if format!("{err:#}").contains("not permitted") => Some(format!(
-            "this root may not create network namespaces: {err:#}"
-        )),
-        Err(_) => None, // let the test itself fail and say why
-    }
-}
-
-fn run(program: &str, args: &[&str]) -> anyhow::Result<()> {
-    let out = Command::new(program)
-        .args(args)
-        .output()
-        .with_context(|| format!("running {program}"))?;
-    ensure!(
-        out.status.success(),
-        "{program} {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
-    Ok(())
-}
-
-/// Namespaces and links of one test, removed when dropped.
-struct Lab {
-    tag: String,
-    /// Second octet of every address in this lab.
-    net: u8,
-    namespaces: Vec<String>,
-    root_ends: Vec<String>,
-    links: u8,
-    dir: tempfile::TempDir,
-}
-
-/// One veth pair: `a` may be the test's namespace (`None`).
-struct Link {
-    a_ns: Option<String>,
-    a_if: String,
-    a_ip: Ipv4Addr,
-    b_ns: String,
-    b_if: String,
-    b_ip: Ipv4Addr,
-}
-
-impl Lab {
-    fn new(hosts: usize) -> anyhow::Result<Lab> {
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let seed = std::process::id().wrapping_mul(7).wrapping_add(n);
-        let tag = format!("{:03x}", seed & 0xfff);
-        let mut lab = Lab {
-            net: 100 + (seed % 150) as u8,
-            tag,
-            namespaces: Vec::new(),
-            root_ends: Vec::new(),
-            links: 0,
-            dir: tempfile::tempdir()?,
-        };
-        for host in 0..hosts {
-            let ns = format!("st{}h{host}", lab.tag);
-            let _ = run("ip", &["netns", "del", &ns]);
-            run("ip", &["netns", "add", &ns])?;
-            lab.namespaces.push(ns.clone());
-            run(
-                "ip",
-                &["netns", "exec", &ns, "ip", "link", "set", "lo", "up"],
-            )?;
-        }
-        Ok(lab)
-    }
-
-    fn ns(&self, host: usize) -> &str {
-        &self.namespaces[host]
-    }
-
-    /// A veth pair between `a` (`None`: this namespace) and `b` on its own /30.
-    fn link(&mut self, a: Option<usize>, b: usize) -> anyhow::Result<Link> {
-        let index = self.links;
-        self.links += 1;
-        let a_if = format!("st{}l{index}a", self.tag);
-        let b_if = format!("st{}l{index}b", self.tag);
-        let _ = run("ip", &["link", "del", &a_if]);
-        run(
-            "ip",
-            &["link", "add", &a_if, "type", "veth", "peer", "name", &b_if],
-        )?;
-        let a_ip = Ipv4Addr::new(10, self.net, index, 1);
-        let b_ip = Ipv4Addr::new(10, self.net, index, 2);
-        let a_ns = a.map(|host| self.ns(host).to_string());
-        let b_ns = self.ns(b).to_string();
-        match &a_ns {
-            Some(ns) => run("ip", &["link", "set", &a_if, "netns", ns])?,
-            None => self.root_ends.push(a_if.clone()),
-        }
-        run("ip", &["link", "set", &b_if, "netns", &b_ns])?;
-        let link = Link {
-            a_ns,
-            a_if,
-            a_ip,
-            b_ns,
-            b_if,
-            b_ip,
-        };
-        for (ns, dev, ip) in [
-            (link.a_ns.as_deref(), &link.a_if, a_ip),
-            (Some(link.b_ns.as_str()), &link.b_if, b_ip),
-        ] {
-            in_ns(ns, &["ip", "addr", "add", &format!("{ip}/30"), "dev", dev])?;
-            in_ns(ns, &["ip", "link", "set", dev, "up"])?;
-        }
-        Ok(link)
-    }
-
-    fn file(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        for ns in &self.namespaces {
-            let _ = run("ip", &["netns", "del", ns]);
-        }
-        for dev in &self.root_ends {
-            let _ = run("ip", &["link", "del", dev]);
-        }
-    }
-}
-
-/// Run `args` in namespace `ns` (`None`: here).
-fn in_ns(ns: Option<&str>, args: &[&str]) -> anyhow::Result<()> {
-    match ns {
-        Some(ns) => {
-            let mut all = vec!["netns", "exec", ns];
-            all.extend_from_slice(args);
-            run("ip", &all)
-        }
-        None => run(args[0], &args[1..]),
-    }
-}
-
-impl Link {
-    /// Take the link down (both ends) or bring it back.
-    fn set_up(&self, up: bool) -> anyhow::Result<()> {
-        let state = if up { "up" } else { "down" };
-        in_ns(
-            self.a_ns.as_deref(),
-            &["ip", "link", "set", &self.a_if, state],
-        )?;
-        in_ns(Some(&self.b_ns), &["ip", "link", "set", &self.b_if, state])
-    }
-
-    /// Hold the link to `rate` in both directions (tc tbf).
-    fn limit(&self, rate: &str) -> anyhow::Result<()> {
-        for (ns, dev) in [
-            (self.a_ns.as_deref(), &self.a_if),
-            (Some(self.b_ns.as_str()), &self.b_if),
-        ] {
-            in_ns(
-                ns,
-                &[
-                    "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", rate, "burst", "64kb",
-                    "latency", "100ms",
-                ],
-            )?;
-        }
-        Ok(())
-    }
-}
 
 /// A `starling relay` process in its namespace.
 struct RelayProcess {

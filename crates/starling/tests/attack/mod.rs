@@ -44,10 +44,16 @@ impl RelayProcess {
     /// so a test running alongside may take its TCP half first: a bind failure retries on
     /// another port, anything else fails with the relay's own words.
     pub fn start(extra: &[&str]) -> Self {
+        Self::start_on([127, 0, 0, 1].into(), extra)
+    }
+
+    /// As [`start`](Self::start), bound to `ip` (`0.0.0.0`: reachable from other network
+    /// namespaces too); `url` and `http` stay on loopback.
+    pub fn start_on(ip: std::net::IpAddr, extra: &[&str]) -> Self {
         starling_net::tls::install_default_provider();
         let mut said = Vec::new();
         for _ in 0..5 {
-            match Self::try_start(extra) {
+            match Self::try_start(ip, extra) {
                 Ok(relay) => return relay,
                 Err(lines) if lines.iter().any(|l| l.contains("in use")) => said = lines,
                 Err(lines) => panic!("relay exited before listening:\n{}", lines.join("\n")),
@@ -56,7 +62,7 @@ impl RelayProcess {
         panic!("no free port after 5 tries:\n{}", said.join("\n"))
     }
 
-    fn try_start(extra: &[&str]) -> Result<Self, Vec<String>> {
+    fn try_start(ip: std::net::IpAddr, extra: &[&str]) -> Result<Self, Vec<String>> {
         let port = free_udp_port();
         let internal = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
@@ -66,7 +72,7 @@ impl RelayProcess {
         let mut args = vec![
             "relay".to_string(),
             "--bind".into(),
-            format!("127.0.0.1:{port}"),
+            SocketAddr::new(ip, port).to_string(),
             "--internal-listen".into(),
             internal.to_string(),
             "--receive-window".into(),
