@@ -114,6 +114,13 @@ impl Transport for AnyTransport {
         }
     }
 
+    fn set_stream_gate(&self, gate: starling_transport::StreamGate) {
+        match self {
+            AnyTransport::Quic(t) => t.set_stream_gate(gate),
+            AnyTransport::Qmux(t) => t.set_stream_gate(gate),
+        }
+    }
+
     fn close(&self, code: u32, reason: &str) {
         match self {
             AnyTransport::Quic(t) => t.close(code, reason),

@@ -6,10 +6,17 @@
 //! connection starts with a small credit per direction and doubles it, up to the configured
 //! maximum, whenever the streams the peer has open reach half of it. Counting is per
 //! accepted stream: a bidirectional stream counts until its receiving half is dropped.
+//!
+//! Credit is not free: quinn keeps a stream the peer opened until the peer ends it, even
+//! after we stopped it and let go, so a peer that never resets what we stop holds its whole
+//! credit in quinn's memory. A gate the session installs (the relay-wide receive pool) is
+//! asked before each growth and may refuse it; the credit then stays where it is.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 use quinn::VarInt;
+use starling_transport::StreamGate;
 
 /// The concurrent-stream credit a connection starts with and may grow to, per direction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,14 +49,20 @@ impl Counter {
         }
     }
 
-    /// Count an accepted stream; the new credit when it should grow.
-    fn opened(&self) -> Option<u64> {
+    /// Count an accepted stream; the new credit when it should grow and `allow` lets it
+    /// grow by the difference.
+    fn opened(&self, allow: impl FnOnce(u64) -> bool) -> Option<u64> {
         let open = self.open.fetch_add(1, Ordering::AcqRel) + 1;
         let granted = self.granted.load(Ordering::Acquire);
         if open * 2 < granted || granted >= self.max {
             return None;
         }
         let grown = granted.saturating_mul(2).clamp(1, self.max);
+        if !allow(grown - granted) {
+            return None;
+        }
+        // A racing growth won: what `allow` took for this one stays taken (it is given
+        // back with the connection), which errs on the side of the bound.
         self.granted
             .compare_exchange(granted, grown, Ordering::AcqRel, Ordering::Acquire)
             .ok()
@@ -62,10 +75,21 @@ impl Counter {
 }
 
 /// One connection's stream credit in both directions.
-#[derive(Debug)]
 pub(crate) struct StreamCredit {
     bidi: Counter,
     uni: Counter,
+    /// Asked before any growth, once set.
+    gate: OnceLock<StreamGate>,
+}
+
+impl std::fmt::Debug for StreamCredit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamCredit")
+            .field("bidi", &self.bidi)
+            .field("uni", &self.uni)
+            .field("gated", &self.gate.get().is_some())
+            .finish()
+    }
 }
 
 impl StreamCredit {
@@ -73,7 +97,13 @@ impl StreamCredit {
         StreamCredit {
             bidi: Counter::new(limits.initial, limits.max_bidi),
             uni: Counter::new(limits.initial, limits.max_uni),
+            gate: OnceLock::new(),
         }
+    }
+
+    /// Ask `gate` before every growth from now on (the first gate set stays).
+    pub fn set_gate(&self, gate: StreamGate) {
+        let _ = self.gate.set(gate);
     }
 
     fn counter(&self, direction: Direction) -> &Counter {
@@ -85,7 +115,8 @@ impl StreamCredit {
 
     /// Count a stream the peer opened, growing the credit on `conn` when it runs low.
     pub fn opened(&self, direction: Direction, conn: &quinn::Connection) {
-        if let Some(grown) = self.counter(direction).opened() {
+        let allow = |more| self.gate.get().is_none_or(|gate| gate(more));
+        if let Some(grown) = self.counter(direction).opened(allow) {
             let grown = VarInt::from_u64(grown).unwrap_or(VarInt::MAX);
             match direction {
                 Direction::Bidi => conn.set_max_concurrent_bi_streams(grown),
@@ -107,20 +138,39 @@ mod tests {
     #[test]
     fn credit_doubles_at_half_use_up_to_the_maximum() {
         let counter = Counter::new(4, 20);
-        assert_eq!(counter.opened(), None); // 1 of 4
-        assert_eq!(counter.opened(), Some(8)); // 2 of 4: grow
-        assert_eq!(counter.opened(), None); // 3 of 8
-        assert_eq!(counter.opened(), Some(16)); // 4 of 8
+        assert_eq!(counter.opened(|_| true), None); // 1 of 4
+        assert_eq!(counter.opened(|_| true), Some(8)); // 2 of 4: grow
+        assert_eq!(counter.opened(|_| true), None); // 3 of 8
+        assert_eq!(counter.opened(|_| true), Some(16)); // 4 of 8
         for _ in 0..3 {
-            assert_eq!(counter.opened(), None); // 5..7 of 16
+            assert_eq!(counter.opened(|_| true), None); // 5..7 of 16
         }
-        assert_eq!(counter.opened(), Some(20)); // 8 of 16: capped
-        assert_eq!(counter.opened(), None);
+        assert_eq!(counter.opened(|_| true), Some(20)); // 8 of 16: capped
+        assert_eq!(counter.opened(|_| true), None);
         // Streams that close make room without growing.
         for _ in 0..9 {
             counter.closed();
         }
         assert_eq!(counter.open.load(Ordering::Relaxed), 0);
-        assert_eq!(counter.opened(), None);
+        assert_eq!(counter.opened(|_| true), None);
+    }
+
+    #[test]
+    fn a_gate_that_refuses_holds_the_credit_where_it_is() {
+        let counter = Counter::new(4, 20);
+        assert_eq!(counter.opened(|_| true), None); // 1 of 4
+        let mut asked = Vec::new();
+        assert_eq!(
+            counter.opened(|more| {
+                asked.push(more);
+                false
+            }),
+            None,
+            "2 of 4 would grow to 8: refused"
+        );
+        assert_eq!(asked, [4]);
+        assert_eq!(counter.granted.load(Ordering::Relaxed), 4);
+        // Asked again at the next stream, and let through.
+        assert_eq!(counter.opened(|more| more == 4), Some(8));
     }
 }

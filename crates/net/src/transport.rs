@@ -273,6 +273,10 @@ impl Transport for QuicTransport {
             .set_receive_window(quinn::VarInt::from_u64(bytes).unwrap_or(quinn::VarInt::MAX));
     }
 
+    fn set_stream_gate(&self, gate: starling_transport::StreamGate) {
+        self.shared.credit.set_gate(gate);
+    }
+
     fn close(&self, code: u32, reason: &str) {
         self.shared.closed_locally.store(true, Ordering::Release);
         self.shared.session.close(code, reason.as_bytes());

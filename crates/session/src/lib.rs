@@ -23,7 +23,7 @@ mod stop;
 mod subscriber;
 mod writer;
 
-pub use budget::{Account, BudgetStats, Rank, RecvBudget, WindowSink};
+pub use budget::{Account, BudgetStats, Rank, RecvBudget, WindowSink, STREAM_CREDIT_COST};
 pub use config::{random_hop, Access, SessionConfig, SessionLimits};
 pub use error::Error;
 pub use frames::WHOLE_FRAME_BYTES;

@@ -15,6 +15,11 @@
 //!   the initial window: honest connections that flow keep their windows, idle and hostile
 //!   ones give theirs back. A connection holding incomplete units consumes nothing, so a
 //!   peer that never completes a unit never grows past the initial window.
+//! * **Stream credit** comes out of the same half: quinn keeps every stream a peer opened
+//!   until the peer ends it, even once the relay stopped it and let go, so the credit past
+//!   a connection's initial streams is granted at what a held stream costs
+//!   (`STREAM_CREDIT_COST`) and given back with the connection. A peer that holds its
+//!   streams open grows its credit only while the half has room.
 //! * **Holdings** up to a connection's own window are its entitlement. Past it they are
 //!   borrowed from the rest of the total. When a charge finds the total full, the pool
 //!   evicts borrowed units relay-wide, lowest rank first (the per-connection order:
@@ -80,7 +85,7 @@ pub struct WindowRange {
 pub struct PoolStats {
     /// The total.
     pub total: usize,
-    /// Windows granted now.
+    /// Windows and stream credit granted now.
     pub windows: usize,
     /// Incomplete units held now, relay-wide.
     pub held: usize,
@@ -88,7 +93,7 @@ pub struct PoolStats {
     pub peak: usize,
     /// Units evicted relay-wide to keep the total.
     pub evictions: u64,
-    /// Windows grown, and shrunk by reclaim passes.
+    /// Windows and stream credit grown, and windows shrunk by reclaim passes.
     pub grown: u64,
     pub shrunk: u64,
     /// Growth refused for want of room.
@@ -345,29 +350,53 @@ impl ReceivePool {
             return None;
         }
         let more = next - current;
-        let take = |pool: &Self| {
-            let room = pool.window_room();
-            let total = pool.0.total;
-            pool.0
-                .windows
-                .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |w| {
-                    let fits =
-                        w + more <= room && w + more + pool.0.held.load(Ordering::Relaxed) <= total;
-                    fits.then_some(w + more)
-                })
-                .is_ok()
-        };
-        if !take(self) {
+        if !self.take_window_room(more) {
             self.reclaim(now);
             self.make_room(more, Rank::Control, u64::MAX, true);
-            if !take(self) {
+            if !self.take_window_room(more) {
                 inner.starved.fetch_add(1, Ordering::Relaxed);
                 return None;
             }
         }
         inner.grown.fetch_add(1, Ordering::Relaxed);
-        self.note_peak(inner.windows.load(Ordering::Relaxed) + inner.held.load(Ordering::Relaxed));
         Some(next)
+    }
+
+    /// A connection's stream credit would grow by `bytes` worth of held streams: granted
+    /// out of the windows' half as a window's growth is (given back with the window when
+    /// the connection leaves), or refused, counted starved, when there is no room even
+    /// after a reclaim pass. Unlike a window's growth it evicts nothing: a connection
+    /// asking for more streams is opening them, not consuming them.
+    pub(crate) fn grant_streams(&self, bytes: usize, now: Instant) -> bool {
+        let granted =
+            self.take_window_room(bytes) || (self.reclaim(now) && self.take_window_room(bytes));
+        let counter = if granted {
+            &self.0.grown
+        } else {
+            &self.0.starved
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        granted
+    }
+
+    /// Take `more` bytes for windows if the windows' half and the total both have room.
+    fn take_window_room(&self, more: usize) -> bool {
+        let inner = &self.0;
+        let room = self.window_room();
+        let taken = inner
+            .windows
+            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |w| {
+                let fits = w + more <= room
+                    && w + more + inner.held.load(Ordering::Relaxed) <= inner.total;
+                fits.then_some(w + more)
+            })
+            .is_ok();
+        if taken {
+            self.note_peak(
+                inner.windows.load(Ordering::Relaxed) + inner.held.load(Ordering::Relaxed),
+            );
+        }
+        taken
     }
 
     /// Halve the window of every connection that consumed less than half of it since the

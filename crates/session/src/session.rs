@@ -835,6 +835,9 @@ impl<T: Transport> Session<T> {
                 let budget = RecvBudget::pooled(config.limits.recv_budget, pool);
                 let window = transport.clone();
                 budget.on_window(move |bytes| window.set_receive_window(bytes));
+                if let Some(gate) = budget.stream_gate() {
+                    transport.set_stream_gate(gate);
+                }
                 budget
             }
             None => RecvBudget::new(config.limits.recv_budget),

@@ -215,6 +215,29 @@ fn an_asker_within_its_window_is_served_even_when_the_windows_fill_the_total() {
     assert_eq!(pool.stats().held, 4 * KIB);
 }
 
+/// Stream credit past the initial is granted out of the windows' half at what a held
+/// stream costs, refused when the half is full, and given back with the connection.
+#[test]
+fn stream_credit_grows_out_of_the_windows_half_and_goes_back_with_the_connection() {
+    use starling_session::STREAM_CREDIT_COST;
+    // 64 streams' worth of window room; 4 KiB of it is the connection's initial window.
+    let pool = pool(128 * STREAM_CREDIT_COST, 4 * KIB, 64 * KIB);
+    let (budget, _) = connection(&pool, 64 * KIB);
+    let gate = budget
+        .stream_gate()
+        .expect("a pooled budget gates its credit");
+    assert!(gate(32));
+    assert_eq!(pool.stats().windows, 4 * KIB + 32 * STREAM_CREDIT_COST);
+    assert!(!gate(32), "32 more streams would pass the windows' half");
+    assert_eq!(pool.stats().starved, 1);
+    assert!(gate(16));
+    assert_eq!(pool.stats().grown, 2);
+    drop(budget);
+    assert_eq!(pool.stats().windows, 0, "credit and window went back");
+    assert!(!gate(1), "the connection is gone");
+    assert!(RecvBudget::new(KIB).stream_gate().is_none());
+}
+
 #[test]
 fn bytes_released_return_to_the_pool_and_peak_is_kept() {
     let pool = pool(64 * KIB, 4 * KIB, 64 * KIB);

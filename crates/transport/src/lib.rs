@@ -31,6 +31,10 @@ pub enum TransportError {
     Failed(String),
 }
 
+/// Asked with how many more concurrent streams a peer's credit would grow by; true lets it
+/// grow (see [`Transport::set_stream_gate`]).
+pub type StreamGate = Box<dyn Fn(u64) -> bool + Send + Sync>;
+
 /// One session's streams.
 pub trait Transport: Clone + Send + Sync + 'static {
     type Send: SendStream;
@@ -68,6 +72,11 @@ pub trait Transport: Clone + Send + Sync + 'static {
     /// the application reads, since credit already given cannot be taken back. Bindings
     /// without connection-level flow control ignore it.
     fn set_receive_window(&self, _bytes: u64) {}
+
+    /// Ask `gate` before the peer's concurrent-stream credit grows by `more` streams (what
+    /// every stream the peer holds open costs is accounted relay-wide there); growth it
+    /// refuses does not happen. Bindings whose stream credit does not grow ignore it.
+    fn set_stream_gate(&self, _gate: StreamGate) {}
 
     /// Close the whole session with a moq-lite session code.
     fn close(&self, code: u32, reason: &str);
