@@ -233,27 +233,9 @@ async fn publisher_and_websocket_abuse_is_cut_and_the_witness_keeps_flowing() {
     assert_rss_bounded(&relay, settled, "announce flood");
 
     // One-byte WebSocket fragments: a message never finished, past the 1 MiB message bound.
-    let mut ws = tokio::net::TcpStream::connect(relay.http).await.unwrap();
-    ws.write_all(
-        b"GET / HTTP/1.1\r\nHost: relay\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
-          Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
-          Sec-WebSocket-Protocol: qmux-01.moq-lite-06\r\n\r\n",
-    )
-    .await
-    .unwrap();
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        within(ws.read_exact(&mut byte)).await.unwrap();
-        head.push(byte[0]);
-    }
-    assert!(
-        head.starts_with(b"HTTP/1.1 101"),
-        "{}",
-        String::from_utf8_lossy(&head)
-    );
+    let mut ws = raw_websocket(relay.http, None).await;
     // A binary frame without FIN, then continuations: each a masked one-byte frame.
-    let fragment = |opcode: u8| [opcode, 0x81, 0, 0, 0, 0, 0x55];
+    let fragment = |opcode: u8| ws_frame(opcode, false, &[0x55]);
     let mut frames = Vec::with_capacity(7 * 4096);
     let mut sent = 0usize;
     let cut = bounded(Duration::from_secs(120), async {

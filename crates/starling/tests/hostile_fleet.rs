@@ -283,6 +283,95 @@ async fn a_fleet_of_one_byte_and_malformed_streams_is_bounded() {
     assert!(received > 0, "the witness kept receiving");
 }
 
+/// WebSocket messages that never finish, from a fleet: `FLEET_CONNECTIONS` (40) connections
+/// from ten addresses of 127.0.0.0/8 each upgrade by hand and send a binary message in
+/// 16 KiB fragments up to 16 KiB short of the 1 MiB message bound, and hold it there; then
+/// one more fragment each takes the message past the bound, and the relay cuts every
+/// connection. What a partial message costs is the WebSocket layer's, below QMux and its
+/// credit: per connection it is the message bound, and the relay's RSS with the whole
+/// fleet holding grows by at most that per connection plus 256 MiB (the relay-wide sum is
+/// bounded only by admission: docs/reliability.md). The witness loses nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_websocket_fleet_of_messages_that_never_finish_is_cut_at_the_message_bound() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const FRAGMENT: usize = 16 << 10;
+    const MESSAGE_BOUND: usize = 1 << 20;
+    let _turn = one_fleet_at_a_time().await;
+    let relay = fleet_relay();
+    let connections = fleet_connections();
+    let witness = witness(&relay.url).await;
+    let settled = relay.rss();
+    let http = relay.http;
+    let payload = vec![0x55u8; FRAGMENT];
+    let started = std::time::Instant::now();
+    let mut fleet: Vec<tokio::net::TcpStream> = bounded(
+        Duration::from_secs(120),
+        futures::future::join_all((0..connections).map(|i| {
+            let payload = &payload;
+            async move {
+                let source = std::net::IpAddr::from([127, 0, 0, 2 + (i % 10) as u8]);
+                let mut ws = raw_websocket(http, Some(source)).await;
+                let fragments = MESSAGE_BOUND / FRAGMENT - 1;
+                for n in 0..fragments {
+                    let opcode = if n == 0 { 0x2 } else { 0x0 };
+                    ws.write_all(&ws_frame(opcode, false, payload))
+                        .await
+                        .unwrap();
+                }
+                ws
+            }
+        })),
+    )
+    .await;
+    // Every partial message is with the relay: a ping answered after it says it was read
+    // (what else comes first is the relay's QMux opening).
+    for ws in &mut fleet {
+        ws.write_all(&ws_frame(0x9, true, b"held")).await.unwrap();
+        loop {
+            match read_ws_frame(ws).await {
+                (0xa, pong) => break assert_eq!(pong, b"held"),
+                (0x2, _) => continue,
+                (opcode, _) => panic!("frame {opcode:#x} before the pong"),
+            }
+        }
+    }
+    let rss = relay.rss();
+    eprintln!(
+        "websocket fleet: {connections} connections holding {} KiB each in {:?}; relay RSS {} \
+         MiB (settled {} MiB), {} KiB per connection",
+        MESSAGE_BOUND / 1024 - FRAGMENT / 1024,
+        started.elapsed(),
+        rss / MIB,
+        settled / MIB,
+        rss.saturating_sub(settled) / 1024 / connections as u64,
+    );
+    assert_fleet_rss(
+        rss,
+        settled,
+        (connections * MESSAGE_BOUND) as u64,
+        "the message bound per connection",
+    );
+    // Past the bound: each connection is cut at once, long before the SETUP deadline
+    // (10 s) these connections would meet otherwise.
+    for mut ws in fleet {
+        let _ = ws.write_all(&ws_frame(0x0, false, &payload)).await;
+        let _ = ws.write_all(&ws_frame(0x0, false, &payload)).await;
+        let mut rest = Vec::new();
+        let ended = within(ws.read_to_end(&mut rest)).await;
+        assert!(
+            ended.is_ok()
+                || matches!(&ended, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
+            "the relay cut the connection: {ended:?}"
+        );
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "cut at the bound, not at the SETUP deadline"
+    );
+    let received = witness.finish().await;
+    assert!(received > 0, "the witness kept receiving");
+}
+
 /// Connection abuse from a fleet, on a relay that applies its admission to loopback as to
 /// remote clients (`--limit-loopback`, the per-address bounds at their defaults): 5 x
 /// `FLEET_CONNECTIONS` (200) raw-QUIC connections from ten addresses that never send SETUP,

@@ -310,6 +310,74 @@ pub async fn dial_from(url: &Url, source: std::net::IpAddr) -> QuicTransport {
         .transport
 }
 
+/// A WebSocket connection upgraded by hand on the relay's TCP port (from `source` when
+/// given, an address of 127.0.0.0/8), its 101 answer read: the frames are the caller's.
+pub async fn raw_websocket(
+    http: SocketAddr,
+    source: Option<std::net::IpAddr>,
+) -> tokio::net::TcpStream {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    if let Some(source) = source {
+        socket.bind(SocketAddr::new(source, 0)).unwrap();
+    }
+    let mut ws = within(socket.connect(http)).await.unwrap();
+    ws.write_all(
+        b"GET / HTTP/1.1\r\nHost: relay\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+          Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+          Sec-WebSocket-Protocol: qmux-01.moq-lite-06\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        within(ws.read_exact(&mut byte)).await.unwrap();
+        head.push(byte[0]);
+    }
+    assert!(
+        head.starts_with(b"HTTP/1.1 101"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    ws
+}
+
+/// One masked (with a zero key) client WebSocket frame: `opcode` (0x2 binary, 0x0 a
+/// continuation), FIN when `fin`, carrying `payload`.
+pub fn ws_frame(opcode: u8, fin: bool, payload: &[u8]) -> Vec<u8> {
+    let mut frame = vec![opcode | if fin { 0x80 } else { 0 }];
+    match payload.len() {
+        n @ 0..=125 => frame.push(0x80 | n as u8),
+        n @ 126..=0xffff => {
+            frame.push(0x80 | 126);
+            frame.extend_from_slice(&(n as u16).to_be_bytes());
+        }
+        n => {
+            frame.push(0x80 | 127);
+            frame.extend_from_slice(&(n as u64).to_be_bytes());
+        }
+    }
+    frame.extend_from_slice(&[0, 0, 0, 0]);
+    frame.extend_from_slice(payload);
+    frame
+}
+
+/// Read one (unmasked, server) WebSocket frame: its opcode and payload.
+pub async fn read_ws_frame(ws: &mut tokio::net::TcpStream) -> (u8, Vec<u8>) {
+    use tokio::io::AsyncReadExt;
+    let mut head = [0u8; 2];
+    within(ws.read_exact(&mut head)).await.unwrap();
+    let len = match head[1] & 0x7f {
+        126 => within(ws.read_u16()).await.unwrap() as usize,
+        127 => within(ws.read_u64()).await.unwrap() as usize,
+        n => n as usize,
+    };
+    let mut payload = vec![0u8; len];
+    within(ws.read_exact(&mut payload)).await.unwrap();
+    (head[0] & 0x0f, payload)
+}
+
 /// A WebSocket (QMux) session to the relay's TCP port that has sent a subscriber's SETUP.
 pub async fn hostile_websocket(http: SocketAddr) -> starling_net::qmux::QmuxTransport {
     hostile_websocket_as(http, Role::Subscriber).await
