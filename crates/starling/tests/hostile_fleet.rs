@@ -382,17 +382,10 @@ async fn a_websocket_fleet_of_messages_that_never_finish_is_cut_at_the_message_b
 /// loses nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_of_per_address_floods_is_refused_past_each_address_bound() {
-    const PER_ADDRESS: usize = 64;
     const ATTEMPTS: usize = 100;
     const ADDRESSES: usize = 10;
     let _turn = one_fleet_at_a_time().await;
-    let relay = RelayProcess::start(&[
-        "--limit-loopback",
-        "--max-sessions-per-ip",
-        "64",
-        "--max-handshakes-per-ip",
-        "1000",
-    ]);
+    let relay = RelayProcess::start(PER_ADDRESS_BOUNDS);
     let witness = witness(&relay.url).await;
     let settled = relay.rss();
     let source = |i: usize| std::net::IpAddr::from([127, 0, 0, 2 + (i % ADDRESSES) as u8]);
@@ -439,7 +432,7 @@ async fn a_fleet_of_per_address_floods_is_refused_past_each_address_bound() {
         settled / MIB
     );
     assert_eq!(
-        held, [PER_ADDRESS; ADDRESSES],
+        held, [SESSIONS_PER_ADDRESS; ADDRESSES],
         "each address gets its bound"
     );
     assert_eq!(

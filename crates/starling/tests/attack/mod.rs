@@ -31,6 +31,19 @@ pub const WINDOW_MIB: u64 = 33;
 /// Most the relay's RSS may grow over its settled size during a case.
 pub const RSS_GROWTH_BOUND: u64 = 200 * MIB;
 
+/// Sessions one address may hold in the per-address cases.
+pub const SESSIONS_PER_ADDRESS: usize = 64;
+/// The relay's flags for the per-address cases: its admission applied to loopback as to
+/// remote clients, [`SESSIONS_PER_ADDRESS`] sessions per address, and handshakes per address
+/// loose enough that the session bound is what refuses.
+pub const PER_ADDRESS_BOUNDS: &[&str] = &[
+    "--limit-loopback",
+    "--max-sessions-per-ip",
+    "64",
+    "--max-handshakes-per-ip",
+    "1000",
+];
+
 /// A `starling relay` child process on loopback, killed when dropped.
 pub struct RelayProcess {
     child: Child,
