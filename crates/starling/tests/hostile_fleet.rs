@@ -793,7 +793,7 @@ async fn a_fleet_of_request_floods_is_held_to_the_state_ledger() {
     const SUBSCRIPTIONS: u64 = 4_200;
     let relay = RelayProcess::start(&["--state-budget", "64MiB"]);
     // Fewer than the other fleets: 5 300 requests each, all answered by a debug build; 16
-    // sessions take 20 s here (docs/reliability.md).
+    // sessions take 11 s here (docs/reliability.md).
     let connections = std::env::var("FLEET_CONNECTIONS")
         .ok()
         .and_then(|n| n.parse().ok())
