@@ -12,7 +12,7 @@
 //! credit in quinn's memory. A gate the session installs (the relay-wide receive pool) is
 //! asked before each growth and may refuse it; the credit then stays where it is.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use quinn::VarInt;
@@ -33,11 +33,24 @@ pub(crate) enum Direction {
     Uni,
 }
 
+/// What counting a stream did to the credit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Growth {
+    /// Nothing to do: less than half is open, or the credit is at its maximum.
+    Unneeded,
+    /// The credit grew to this.
+    Grown(u64),
+    /// It should have grown and the gate refused.
+    Refused,
+}
+
 #[derive(Debug)]
 struct Counter {
     open: AtomicU64,
     granted: AtomicU64,
     max: u64,
+    /// A retry of refused growth is pending (one at a time).
+    retrying: AtomicBool,
 }
 
 impl Counter {
@@ -46,27 +59,37 @@ impl Counter {
             open: AtomicU64::new(0),
             granted: AtomicU64::new(initial.min(max)),
             max,
+            retrying: AtomicBool::new(false),
         }
     }
 
-    /// Count an accepted stream; the new credit when it should grow and `allow` lets it
-    /// grow by the difference.
-    fn opened(&self, allow: impl FnOnce(u64) -> bool) -> Option<u64> {
-        let open = self.open.fetch_add(1, Ordering::AcqRel) + 1;
+    /// Count an accepted stream, and grow the credit if half of it is open and `allow`
+    /// lets it grow by the difference.
+    fn opened(&self, allow: impl FnOnce(u64) -> bool) -> Growth {
+        self.open.fetch_add(1, Ordering::AcqRel);
+        self.grow(allow)
+    }
+
+    /// Grow the credit if half of it is open and `allow` lets it grow by the difference.
+    fn grow(&self, allow: impl FnOnce(u64) -> bool) -> Growth {
+        let open = self.open.load(Ordering::Acquire);
         let granted = self.granted.load(Ordering::Acquire);
         if open * 2 < granted || granted >= self.max {
-            return None;
+            return Growth::Unneeded;
         }
         let grown = granted.saturating_mul(2).clamp(1, self.max);
         if !allow(grown - granted) {
-            return None;
+            return Growth::Refused;
         }
         // A racing growth won: what `allow` took for this one stays taken (it is given
         // back with the connection), which errs on the side of the bound.
-        self.granted
+        match self
+            .granted
             .compare_exchange(granted, grown, Ordering::AcqRel, Ordering::Acquire)
-            .ok()
-            .map(|_| grown)
+        {
+            Ok(_) => Growth::Grown(grown),
+            Err(_) => Growth::Unneeded,
+        }
     }
 
     fn closed(&self) {
@@ -113,10 +136,36 @@ impl StreamCredit {
         }
     }
 
-    /// Count a stream the peer opened, growing the credit on `conn` when it runs low.
-    pub fn opened(&self, direction: Direction, conn: &quinn::Connection) {
-        let allow = |more| self.gate.get().is_none_or(|gate| gate(more));
-        if let Some(grown) = self.counter(direction).opened(allow) {
+    /// Count a stream the peer opened, growing the credit on `conn` when it runs low. True
+    /// when the gate refused growth and no retry is pending yet: the caller starts one
+    /// (see [`retry`](Self::retry)).
+    pub fn opened(&self, direction: Direction, conn: &quinn::Connection) -> bool {
+        let counter = self.counter(direction);
+        let growth = counter.opened(|more| self.allow(more));
+        self.apply(direction, growth, conn);
+        growth == Growth::Refused && !counter.retrying.swap(true, Ordering::AcqRel)
+    }
+
+    /// Try refused growth again: a peer that opened every stream its credit allows opens
+    /// no more, so without a retry it would wait for one of them to end even once the gate
+    /// has room. True when the retry is over (grown, or no longer needed).
+    pub fn retry(&self, direction: Direction, conn: &quinn::Connection) -> bool {
+        let counter = self.counter(direction);
+        let growth = counter.grow(|more| self.allow(more));
+        self.apply(direction, growth, conn);
+        let over = growth != Growth::Refused;
+        if over {
+            counter.retrying.store(false, Ordering::Release);
+        }
+        over
+    }
+
+    fn allow(&self, more: u64) -> bool {
+        self.gate.get().is_none_or(|gate| gate(more))
+    }
+
+    fn apply(&self, direction: Direction, growth: Growth, conn: &quinn::Connection) {
+        if let Growth::Grown(grown) = growth {
             let grown = VarInt::from_u64(grown).unwrap_or(VarInt::MAX);
             match direction {
                 Direction::Bidi => conn.set_max_concurrent_bi_streams(grown),
@@ -138,39 +187,47 @@ mod tests {
     #[test]
     fn credit_doubles_at_half_use_up_to_the_maximum() {
         let counter = Counter::new(4, 20);
-        assert_eq!(counter.opened(|_| true), None); // 1 of 4
-        assert_eq!(counter.opened(|_| true), Some(8)); // 2 of 4: grow
-        assert_eq!(counter.opened(|_| true), None); // 3 of 8
-        assert_eq!(counter.opened(|_| true), Some(16)); // 4 of 8
+        assert_eq!(counter.opened(|_| true), Growth::Unneeded); // 1 of 4
+        assert_eq!(counter.opened(|_| true), Growth::Grown(8)); // 2 of 4: grow
+        assert_eq!(counter.opened(|_| true), Growth::Unneeded); // 3 of 8
+        assert_eq!(counter.opened(|_| true), Growth::Grown(16)); // 4 of 8
         for _ in 0..3 {
-            assert_eq!(counter.opened(|_| true), None); // 5..7 of 16
+            assert_eq!(counter.opened(|_| true), Growth::Unneeded); // 5..7 of 16
         }
-        assert_eq!(counter.opened(|_| true), Some(20)); // 8 of 16: capped
-        assert_eq!(counter.opened(|_| true), None);
+        assert_eq!(counter.opened(|_| true), Growth::Grown(20)); // 8 of 16: capped
+        assert_eq!(counter.opened(|_| true), Growth::Unneeded);
         // Streams that close make room without growing.
         for _ in 0..9 {
             counter.closed();
         }
         assert_eq!(counter.open.load(Ordering::Relaxed), 0);
-        assert_eq!(counter.opened(|_| true), None);
+        assert_eq!(counter.opened(|_| true), Growth::Unneeded);
     }
 
     #[test]
-    fn a_gate_that_refuses_holds_the_credit_where_it_is() {
+    fn a_gate_that_refuses_holds_the_credit_where_it_is_until_a_retry_is_let_through() {
         let counter = Counter::new(4, 20);
-        assert_eq!(counter.opened(|_| true), None); // 1 of 4
+        assert_eq!(counter.opened(|_| true), Growth::Unneeded); // 1 of 4
         let mut asked = Vec::new();
         assert_eq!(
             counter.opened(|more| {
                 asked.push(more);
                 false
             }),
-            None,
+            Growth::Refused,
             "2 of 4 would grow to 8: refused"
         );
         assert_eq!(asked, [4]);
         assert_eq!(counter.granted.load(Ordering::Relaxed), 4);
-        // Asked again at the next stream, and let through.
-        assert_eq!(counter.opened(|more| more == 4), Some(8));
+        assert_eq!(counter.opened(|_| false), Growth::Refused); // 3 of 4
+        assert_eq!(counter.opened(|_| false), Growth::Refused); // 4 of 4: all open
+                                                                // No stream comes while all are open: a retry, with room now, grows it.
+        assert_eq!(counter.grow(|more| more == 4), Growth::Grown(8));
+        assert_eq!(
+            counter.grow(|_| true),
+            Growth::Grown(16),
+            "4 of 8: half, again"
+        );
+        assert_eq!(counter.grow(|_| true), Growth::Unneeded, "4 of 16");
     }
 }

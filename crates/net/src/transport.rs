@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use starling_transport::{Transport, TransportError};
@@ -76,6 +77,33 @@ impl Shared {
             Some(other) => other,
         }
     }
+}
+
+/// How long refused stream-credit growth waits before it is tried again.
+const CREDIT_RETRY: Duration = Duration::from_secs(1);
+
+/// Count a stream the peer opened against its credit. When the gate refused the growth it
+/// needed, try again every [`CREDIT_RETRY`] until it grows, is no longer needed, or the
+/// connection is gone: a peer holding every stream its credit allows opens no more, so
+/// nothing else would ask again.
+fn count_opened(shared: &Arc<Shared>, direction: Direction) {
+    if !shared.credit.opened(direction, &shared.session) {
+        return;
+    }
+    let shared = Arc::downgrade(shared);
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(CREDIT_RETRY).await;
+            let Some(shared) = shared.upgrade() else {
+                return;
+            };
+            if shared.session.close_reason().is_some()
+                || shared.credit.retry(direction, &shared.session)
+            {
+                return;
+            }
+        }
+    });
 }
 
 impl std::fmt::Debug for QuicTransport {
@@ -165,7 +193,7 @@ impl Transport for QuicTransport {
                 .open_bi()
                 .await
                 .map_err(|e| shared.session_error(&e))?;
-            shared.credit.opened(Direction::Bidi, self.conn());
+            count_opened(shared, Direction::Bidi);
             Ok((
                 QuicSendStream::wt(send, shared.clone()),
                 QuicRecvStream::wt(recv, shared.clone()).counted(Direction::Bidi),
@@ -200,7 +228,7 @@ impl Transport for QuicTransport {
                 .accept_bi()
                 .await
                 .map_err(|e| shared.connection_error(&e))?;
-            shared.credit.opened(Direction::Bidi, self.conn());
+            count_opened(shared, Direction::Bidi);
             Ok((
                 QuicSendStream::raw(send, shared.clone()),
                 QuicRecvStream::raw(recv, shared.clone()).counted(Direction::Bidi),
@@ -211,7 +239,7 @@ impl Transport for QuicTransport {
                 .accept_bi()
                 .await
                 .map_err(|e| shared.session_error(&e))?;
-            shared.credit.opened(Direction::Bidi, self.conn());
+            count_opened(shared, Direction::Bidi);
             Ok((
                 QuicSendStream::wt(send, shared.clone()),
                 QuicRecvStream::wt(recv, shared.clone()).counted(Direction::Bidi),
@@ -227,7 +255,7 @@ impl Transport for QuicTransport {
                 .accept_uni()
                 .await
                 .map_err(|e| shared.connection_error(&e))?;
-            shared.credit.opened(Direction::Uni, self.conn());
+            count_opened(shared, Direction::Uni);
             Ok(QuicRecvStream::raw(recv, shared.clone()).counted(Direction::Uni))
         } else {
             let recv = shared
@@ -235,7 +263,7 @@ impl Transport for QuicTransport {
                 .accept_uni()
                 .await
                 .map_err(|e| shared.session_error(&e))?;
-            shared.credit.opened(Direction::Uni, self.conn());
+            count_opened(shared, Direction::Uni);
             Ok(QuicRecvStream::wt(recv, shared.clone()).counted(Direction::Uni))
         }
     }
