@@ -3,6 +3,7 @@
 mod auth_support;
 mod common;
 mod http_support;
+mod witness;
 
 use bytes::Bytes;
 use common::{bind_relay, session, within};
@@ -437,18 +438,7 @@ async fn connections_the_receive_budget_has_no_window_for_are_refused() {
     let internal = relay.internal_addr().expect("internal listener");
     let sessions = relay.sessions().clone();
     tokio::spawn(relay.run());
-    let mut held = Vec::new();
-    for _ in 0..4 {
-        held.push(
-            session(
-                &url,
-                Version::Lite06,
-                Role::Subscriber,
-                SessionConfig::new(random_hop()),
-            )
-            .await,
-        );
-    }
+    let mut held = subscribers(&url, 4).await;
     within(async {
         while sessions.len() < 4 {
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
@@ -668,4 +658,64 @@ async fn settled(internal: std::net::SocketAddr) {
         }
     })
     .await
+}
+
+/// Stream credit past a connection's initial 32 streams comes out of the receive budget; a
+/// growth refused while the budget is full is tried again, so a peer holding every stream
+/// its credit allows gets more once there is room, without waiting for one of them to end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_stream_credit_is_granted_once_the_receive_budget_has_room() {
+    use starling_transport::{SendStream, Transport};
+    // 240 KiB for windows and credit: three 64 KiB windows, and 32 more streams at 1.5 KiB.
+    let (relay, url) = bind_relay(RelayConfig {
+        receive_budget: MemoryShare::Bytes(480 << 10),
+        ..RelayConfig::default()
+    })
+    .await;
+    tokio::spawn(relay.run());
+    let others = subscribers(&url, 2).await;
+    let asker = common::dial(&url, Version::Lite06).await;
+    witness::send_uni(&asker, &witness::valid_setup()).await;
+    let _relay_setup = within(asker.accept_uni()).await.unwrap();
+    // 64 announce interests, each answered and held open: the credit grew once (to 64),
+    // and the next growth (32 streams more) finds no room.
+    let ask = || async {
+        let (mut send, mut recv) = asker.open_bi().await.unwrap();
+        send.write(witness::announce_request()).await.unwrap();
+        let answer = within(starling_transport::RecvStream::read(&mut recv, 1024)).await;
+        assert!(matches!(answer, Ok(Some(_))), "{answer:?}");
+        (send, recv)
+    };
+    let mut held = Vec::new();
+    for _ in 0..64 {
+        held.push(within(ask()).await);
+    }
+    let blocked = tokio::time::timeout(std::time::Duration::from_secs(3), ask()).await;
+    assert!(blocked.is_err(), "the 65th stream waits for credit");
+    // Two connections close: their windows make room, and the refused growth is tried
+    // again without any stream of the asker's ending.
+    for other in &others {
+        other.close(starling_proto::SessionCode::NoError, "done");
+    }
+    held.push(within(ask()).await);
+}
+
+/// `n` plain subscriber sessions on the relay at `url`, each holding a connection.
+async fn subscribers(
+    url: &url::Url,
+    n: usize,
+) -> Vec<starling_session::Session<starling_net::QuicTransport>> {
+    let mut held = Vec::new();
+    for _ in 0..n {
+        held.push(
+            session(
+                url,
+                Version::Lite06,
+                Role::Subscriber,
+                SessionConfig::new(random_hop()),
+            )
+            .await,
+        );
+    }
+    held
 }
