@@ -229,7 +229,7 @@ async fn publisher_and_websocket_abuse_is_cut_and_the_witness_keeps_flowing() {
     .await;
     assert_rss_bounded(&relay, settled, "announce flood");
 
-    // One-byte WebSocket fragments: a message never finished, past the 1 MiB message bound.
+    // One-byte WebSocket fragments: a message never finished, past the 64 KiB message bound.
     let mut ws = raw_websocket(relay.http, None).await;
     // A binary frame without FIN, then continuations: each a masked one-byte frame.
     let fragment = |opcode: u8| ws_frame(opcode, false, &[0x55]);
@@ -237,7 +237,7 @@ async fn publisher_and_websocket_abuse_is_cut_and_the_witness_keeps_flowing() {
     let mut sent = 0usize;
     let cut = bounded(Duration::from_secs(120), async {
         let mut first = true;
-        while sent <= (1 << 20) + 4096 {
+        while sent <= (64 << 10) + 4096 {
             frames.clear();
             for _ in 0..4096 {
                 frames.extend_from_slice(&fragment(if first { 0x02 } else { 0x00 }));
@@ -257,7 +257,7 @@ async fn publisher_and_websocket_abuse_is_cut_and_the_witness_keeps_flowing() {
     .await;
     assert!(
         cut,
-        "the relay cuts a message past 1 MiB ({sent} fragments sent)"
+        "the relay cuts a message past 64 KiB ({sent} fragments sent)"
     );
     assert_rss_bounded(&relay, settled, "one-byte WebSocket fragments");
 

@@ -286,7 +286,7 @@ async fn a_fleet_of_one_byte_and_malformed_streams_is_bounded() {
 
 /// WebSocket messages that never finish, from a fleet: `FLEET_CONNECTIONS` (40) connections
 /// from ten addresses of 127.0.0.0/8 each upgrade by hand and send a binary message in
-/// 16 KiB fragments up to 16 KiB short of the 1 MiB message bound, and hold it there; then
+/// 16 KiB fragments up to 16 KiB short of the 64 KiB message bound, and hold it there; then
 /// one more fragment each takes the message past the bound, and the relay cuts every
 /// connection. What a partial message costs is the WebSocket layer's, below QMux and its
 /// credit: per connection it is the message bound, and the relay's RSS with the whole
@@ -296,7 +296,7 @@ async fn a_fleet_of_one_byte_and_malformed_streams_is_bounded() {
 async fn a_websocket_fleet_of_messages_that_never_finish_is_cut_at_the_message_bound() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     const FRAGMENT: usize = 16 << 10;
-    const MESSAGE_BOUND: usize = 1 << 20;
+    const MESSAGE_BOUND: usize = 64 << 10;
     let _turn = one_fleet_at_a_time().await;
     let relay = fleet_relay();
     let connections = fleet_connections();

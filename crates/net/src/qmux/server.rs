@@ -20,9 +20,12 @@ use super::transport::QmuxTransport;
 /// Sessions waiting for the application before upgrades wait too.
 const ACCEPT_BACKLOG: usize = 64;
 /// Largest WebSocket message we let the WebSocket layer assemble. Larger than any record
-/// (16382), so an oversized record reaches QMux and is refused with CONNECTION_CLOSE; far
-/// beyond it the WebSocket layer drops the connection itself.
-pub(crate) const MAX_WS_MESSAGE: usize = 1 << 20;
+/// (16 382 by default; `@moq/qmux` 0.3.3 never sends a frame over 16 384), so an oversized
+/// record reaches QMux and is refused with CONNECTION_CLOSE; past it the WebSocket layer
+/// drops the connection itself. Kept small because the WebSocket layer assembles a message
+/// below QMux's credit and the receive budget: a connection holding a partial message
+/// costs the relay about this much (at 1 MiB it was 1.3-1.5 MiB a connection).
+pub(crate) const MAX_WS_MESSAGE: usize = 64 << 10;
 
 /// The most a WebSocket read asks of the socket at once. tungstenite zeroes this much of its
 /// input buffer before every read attempt, including those that find nothing to read, so
