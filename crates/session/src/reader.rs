@@ -23,7 +23,9 @@ const READ_CHUNK: usize = 64 * 1024;
 /// never gets that far holds this much of the budget, so a flood of streams that each send
 /// a byte or two is bounded and evicted like any other incomplete unit. Measured through a
 /// relay process: 400 000 such streams took about 2 KiB of RSS each (the stream fleet in
-/// `crates/starling/tests/hostile_fleet.rs`).
+/// `crates/starling/tests/hostile_fleet.rs`). The transport's part is also paid for, for as
+/// long as the peer keeps the stream, by the stream credit (`STREAM_CREDIT_COST`): the two
+/// overlap while a stream is header-less, which errs on the side of the bound.
 pub const HEADERLESS_STREAM_COST: usize = 2 * 1024;
 
 /// A buffer holding the start of a unit keeps its allocation up to twice this (or twice what

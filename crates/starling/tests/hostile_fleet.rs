@@ -42,7 +42,7 @@ async fn a_fleet_stuck_inside_headers_is_held_to_the_relay_wide_receive_budget()
     let relay = fleet_relay();
     let url = relay.url.clone();
     fleet_stuck_inside_headers(&relay, |i| {
-        let source = std::net::IpAddr::from([127, 0, 0, 2 + (i % 10) as u8]);
+        let source = fleet_source(i);
         let url = url.clone();
         async move { hostile_from(&url, source).await }
     })
@@ -89,19 +89,9 @@ const HOSTS: usize = 10;
 /// A raw-QUIC connection to `relay` from a socket inside namespace `ns`, retried while the
 /// relay refuses it; no moq SETUP sent.
 async fn dial_inside(ns: &str, relay: std::net::SocketAddr) -> starling_net::QuicTransport {
-    let config = starling_net::ClientConfig {
-        bind: Some("0.0.0.0:0".parse().unwrap()),
-        ..starling_net::ClientConfig::default()
-    }
-    .with_alpns(&[Version::Lite06.alpn()])
-    .with_tls(starling_net::TlsVerify::Disabled);
-    let client = lab::inside(ns, move || starling_net::Client::new(config))
-        .unwrap()
-        .unwrap();
+    let client = lab::inside(ns, || hostile_client("0.0.0.0:0".parse().unwrap())).unwrap();
     let url = url::Url::parse(&format!("moqt://{relay}/")).unwrap();
-    common::admitted(|| client.connect(&url), starling_net::ClientError::refusal)
-        .await
-        .transport
+    dial_with(&client, &url).await
 }
 
 /// The fleet's size: `FLEET_CONNECTIONS` (default 40; `scripts/hostile-fleet.sh` runs 400).
@@ -223,7 +213,7 @@ async fn a_fleet_of_one_byte_and_malformed_streams_is_bounded() {
         futures::future::join_all((0..connections).map(|i| {
             let url = url.clone();
             async move {
-                let source = std::net::IpAddr::from([127, 0, 0, 2 + (i % 10) as u8]);
+                let source = fleet_source(i);
                 let bad = hostile_from(&url, source).await;
                 let mut streams = Vec::with_capacity(STREAMS);
                 for _ in 0..STREAMS {
@@ -310,7 +300,7 @@ async fn a_websocket_fleet_of_messages_that_never_finish_is_cut_at_the_message_b
         futures::future::join_all((0..connections).map(|i| {
             let payload = &payload;
             async move {
-                let source = std::net::IpAddr::from([127, 0, 0, 2 + (i % 10) as u8]);
+                let source = fleet_source(i);
                 let mut ws = raw_websocket(http, Some(source)).await;
                 let fragments = MESSAGE_BOUND / FRAGMENT - 1;
                 for n in 0..fragments {
@@ -384,12 +374,11 @@ async fn a_websocket_fleet_of_messages_that_never_finish_is_cut_at_the_message_b
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_of_per_address_floods_is_refused_past_each_address_bound() {
     const ATTEMPTS: usize = 100;
-    const ADDRESSES: usize = 10;
+    const ADDRESSES: usize = FLEET_ADDRESSES;
     let _turn = one_fleet_at_a_time().await;
     let relay = RelayProcess::start(PER_ADDRESS_BOUNDS);
     let witness = witness(&relay.url).await;
     let settled = relay.rss();
-    let source = |i: usize| std::net::IpAddr::from([127, 0, 0, 2 + (i % ADDRESSES) as u8]);
     let url = relay.url.clone();
     // The addresses at once, each dialling one connection after another: ten handshakes in
     // flight, so the relay's limit on sessions being set up at once does not engage and
@@ -399,15 +388,7 @@ async fn a_fleet_of_per_address_floods_is_refused_past_each_address_bound() {
         futures::future::join_all((0..ADDRESSES).map(|a| {
             let url = url.clone();
             async move {
-                let client = starling_net::Client::new(
-                    starling_net::ClientConfig {
-                        bind: Some(std::net::SocketAddr::new(source(a), 0)),
-                        ..starling_net::ClientConfig::default()
-                    }
-                    .with_alpns(&[Version::Lite06.alpn()])
-                    .with_tls(starling_net::TlsVerify::Disabled),
-                )
-                .unwrap();
+                let client = hostile_client(std::net::SocketAddr::new(fleet_source(a), 0));
                 let mut held = Vec::new();
                 let mut refused = 0;
                 for _ in 0..ATTEMPTS {
@@ -468,21 +449,16 @@ async fn a_fleet_of_silent_and_slow_connections_is_cut_at_its_deadlines() {
     let connections = fleet_connections();
     let witness = witness(&relay.url).await;
     let settled = relay.rss();
-    let source = |i: usize| std::net::IpAddr::from([127, 0, 0, 2 + (i % 10) as u8]);
 
     let url = relay.url.clone();
     let silent: Vec<_> = bounded(
         Duration::from_secs(120),
-        futures::future::join_all((0..5 * connections).map(|i| dial_from(&url, source(i)))),
+        futures::future::join_all((0..5 * connections).map(|i| dial_from(&url, fleet_source(i)))),
     )
     .await;
     let mut slow = Vec::new();
     for i in 0..10 * connections {
-        let socket = tokio::net::TcpSocket::new_v4().unwrap();
-        socket
-            .bind(std::net::SocketAddr::new(source(i), 0))
-            .unwrap();
-        let mut stream = within(socket.connect(relay.http)).await.unwrap();
+        let mut stream = tcp_from(relay.http, Some(fleet_source(i))).await;
         stream
             .write_all(b"GET /health HTTP/1.1\r\nHost: relay\r\nX-Slow: ")
             .await
@@ -547,7 +523,7 @@ async fn a_fleet_of_frames_that_never_complete_is_held_to_the_cache_budget() {
     let relay = frames_fleet_relay();
     let url = relay.url.clone();
     fleet_frames_never_complete(&relay, |i| {
-        let source = std::net::IpAddr::from([127, 0, 0, 2 + (i % 10) as u8]);
+        let source = fleet_source(i);
         let url = url.clone();
         async move { hostile_from_as(&url, source, Role::Publisher).await }
     })
@@ -714,7 +690,7 @@ async fn a_fleet_announcing_broadcasts_is_held_to_the_state_ledger() {
         futures::future::join_all((0..connections).map(|i| {
             let url = url.clone();
             async move {
-                let source = std::net::IpAddr::from([127, 0, 0, 2 + (i % 10) as u8]);
+                let source = fleet_source(i);
                 let bad = hostile_from_as(&url, source, Role::Publisher).await;
                 let (send, written) = announce_flood(&bad, &format!("flood{i}"), ANNOUNCES).await;
                 // Held until the relay ends the session or the fleet is done; a session the
@@ -819,7 +795,7 @@ async fn a_fleet_of_request_floods_is_held_to_the_state_ledger() {
     // that mark it behind.
     let mut never_read = Vec::new();
     for i in 0..connections {
-        let lazy = hostile_from(&relay.url, [127, 0, 0, 2 + (i % 10) as u8].into()).await;
+        let lazy = hostile_from(&relay.url, fleet_source(i)).await;
         let (mut send, recv) = lazy.open_bi().await.unwrap();
         send.write(witness::subscribe_bytes(0, "good", "seq"))
             .await
@@ -834,7 +810,7 @@ async fn a_fleet_of_request_floods_is_held_to_the_state_ledger() {
         futures::future::join_all((0..connections).map(|i| {
             let url = url.clone();
             async move {
-                let source = std::net::IpAddr::from([127, 0, 0, 2 + (i % 10) as u8]);
+                let source = fleet_source(i);
                 let bad = hostile_from(&url, source).await;
                 let mut requests = Vec::new();
                 let asked = |bytes: Bytes| {

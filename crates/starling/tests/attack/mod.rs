@@ -309,15 +309,34 @@ pub async fn hostile_from_as(url: &Url, source: std::net::IpAddr, role: Role) ->
 /// A raw-QUIC connection from `source` (an address of 127.0.0.0/8), retried while the relay
 /// refuses it; no moq SETUP sent.
 pub async fn dial_from(url: &Url, source: std::net::IpAddr) -> QuicTransport {
-    let client = starling_net::Client::new(
+    dial_with(&hostile_client(SocketAddr::new(source, 0)), url).await
+}
+
+/// The addresses of 127.0.0.0/8 the fleets come from.
+pub const FLEET_ADDRESSES: usize = 10;
+
+/// The source address of a fleet's connection `i`: one of [`FLEET_ADDRESSES`] addresses of
+/// 127.0.0.0/8 (127.0.0.2 on), in turn.
+pub fn fleet_source(i: usize) -> std::net::IpAddr {
+    std::net::IpAddr::from([127, 0, 0, 2 + (i % FLEET_ADDRESSES) as u8])
+}
+
+/// A raw-QUIC client endpoint on `bind` speaking lite-06, checking no certificate: what
+/// every hostile connection dials from.
+pub fn hostile_client(bind: SocketAddr) -> starling_net::Client {
+    starling_net::Client::new(
         starling_net::ClientConfig {
-            bind: Some(SocketAddr::new(source, 0)),
+            bind: Some(bind),
             ..starling_net::ClientConfig::default()
         }
         .with_alpns(&[Version::Lite06.alpn()])
         .with_tls(starling_net::TlsVerify::Disabled),
     )
-    .unwrap();
+    .unwrap()
+}
+
+/// A connection from `client` to `url`, retried while the relay refuses it; no moq SETUP.
+pub async fn dial_with(client: &starling_net::Client, url: &Url) -> QuicTransport {
     admitted(|| client.connect(url), starling_net::ClientError::refusal)
         .await
         .transport
@@ -330,11 +349,7 @@ pub async fn raw_websocket(
     source: Option<std::net::IpAddr>,
 ) -> tokio::net::TcpStream {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    if let Some(source) = source {
-        socket.bind(SocketAddr::new(source, 0)).unwrap();
-    }
-    let mut ws = within(socket.connect(http)).await.unwrap();
+    let mut ws = tcp_from(http, source).await;
     ws.write_all(
         b"GET / HTTP/1.1\r\nHost: relay\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
           Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
@@ -354,6 +369,15 @@ pub async fn raw_websocket(
         String::from_utf8_lossy(&head)
     );
     ws
+}
+
+/// A TCP connection to `addr` (from `source` when given, an address of 127.0.0.0/8).
+pub async fn tcp_from(addr: SocketAddr, source: Option<std::net::IpAddr>) -> tokio::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    if let Some(source) = source {
+        socket.bind(SocketAddr::new(source, 0)).unwrap();
+    }
+    within(socket.connect(addr)).await.unwrap()
 }
 
 /// One masked (with a zero key) client WebSocket frame: `opcode` (0x2 binary, 0x0 a
