@@ -201,9 +201,8 @@ impl Client {
         .map_err(ClientError::Bind)?;
         let ipv6 = socket.local_addr().map_err(ClientError::Bind)?.is_ipv6();
         let runtime = quinn::default_runtime().ok_or(ClientError::NoRuntime)?;
-        let endpoint =
-            quinn::Endpoint::new(quinn::EndpointConfig::default(), None, socket, runtime)
-                .map_err(ClientError::Endpoint)?;
+        let endpoint = quinn::Endpoint::new(crate::cid::endpoint_config(), None, socket, runtime)
+            .map_err(ClientError::Endpoint)?;
         let transport = config.quic.transport_config();
         Ok(Self {
             endpoint,

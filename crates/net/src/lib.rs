@@ -8,6 +8,7 @@
 pub mod admission;
 pub mod alpn;
 mod any;
+pub mod cid;
 pub mod client;
 mod codes;
 mod credit;

@@ -153,7 +153,7 @@ impl Server {
             source,
         })?;
         let endpoint = quinn::Endpoint::new(
-            quinn::EndpointConfig::default(),
+            crate::cid::endpoint_config(),
             Some(server_config),
             socket,
             runtime,
