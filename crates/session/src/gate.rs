@@ -8,7 +8,7 @@
 
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
@@ -18,7 +18,28 @@ use futures::task::AtomicWaker;
 #[derive(Default)]
 pub(crate) struct Flag {
     raised: AtomicBool,
+    /// Wakes that took the task's waker out of `task`, counted before the task is woken: a
+    /// gate that sees the count move since it registered knows the flag no longer holds it.
+    takes: AtomicU64,
     task: AtomicWaker,
+}
+
+impl Flag {
+    fn raise(&self) {
+        self.raised.store(true, Ordering::Release);
+    }
+
+    /// Take the task's waker, count the take, then wake the task: any poll this wake causes
+    /// sees the count moved and registers again. (Checking the raised flag alone lost a wake
+    /// on two threads: a poll could take the flag between a wake's raise and its take, and
+    /// register the waker that take then removed.)
+    fn notify(&self) {
+        let task = self.task.take();
+        self.takes.fetch_add(1, Ordering::AcqRel);
+        if let Some(task) = task {
+            task.wake();
+        }
+    }
 }
 
 impl Wake for Flag {
@@ -27,8 +48,8 @@ impl Wake for Flag {
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        self.raised.store(true, Ordering::Release);
-        self.task.wake();
+        self.raise();
+        self.notify();
     }
 }
 
@@ -39,8 +60,11 @@ pub(crate) struct Gate {
     waker: Waker,
     /// The source returned pending and has not woken since.
     parked: bool,
-    /// The task waker the flag holds, while it holds one.
+    /// The task waker last registered with the flag.
     task: Option<Waker>,
+    /// The flag's take count when that waker was registered: while it has not moved, the
+    /// flag still holds the waker.
+    registered_at: u64,
 }
 
 impl Default for Gate {
@@ -51,6 +75,7 @@ impl Default for Gate {
             flag,
             parked: false,
             task: None,
+            registered_at: 0,
         }
     }
 }
@@ -59,19 +84,24 @@ impl Gate {
     /// Poll the source through the gate. The source must register any wake it needs with the
     /// context it is given (the gate's own waker), as any poll function does.
     ///
-    /// A parked, silent source costs one atomic load: the flag still holds the task's waker
-    /// (only a wake takes it, and a wake raises the flag first), so it is registered again
+    /// A parked, silent source costs two atomic loads: the flag still holds the task's waker
+    /// while no wake has taken it (the take count has not moved), so it is registered again
     /// only after a wake or when the task's waker changed.
     pub(crate) fn poll<R>(
         &mut self,
         cx: &mut Context<'_>,
         source: impl FnOnce(&mut Context<'_>) -> Poll<R>,
     ) -> Poll<R> {
+        let takes = self.flag.takes.load(Ordering::Acquire);
         let raised = self.flag.raised.load(Ordering::Acquire)
             && self.flag.raised.swap(false, Ordering::AcqRel);
-        if raised || !self.task.as_ref().is_some_and(|t| t.will_wake(cx.waker())) {
+        if raised
+            || takes != self.registered_at
+            || !self.task.as_ref().is_some_and(|t| t.will_wake(cx.waker()))
+        {
             self.flag.task.register(cx.waker());
             self.task = Some(cx.waker().clone());
+            self.registered_at = takes;
         }
         if self.parked && !raised {
             return Poll::Pending;
@@ -151,5 +181,33 @@ mod tests {
             })
             .is_ready());
         assert_eq!(ready, 2);
+    }
+
+    /// Two threads, one order: a wake raises the flag; the task, polled for something else,
+    /// takes the flag and registers; the wake then takes that registration. The next source
+    /// wake must still reach the task.
+    #[test]
+    fn a_wake_racing_a_poll_is_not_lost() {
+        let task = Arc::new(Flag::default());
+        let waker = Waker::from(task.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut gate = Gate::default();
+        let parked: std::cell::RefCell<Option<Waker>> = Default::default();
+        let source = |cx: &mut Context<'_>| {
+            *parked.borrow_mut() = Some(cx.waker().clone());
+            Poll::<()>::Pending
+        };
+        assert!(gate.poll(&mut cx, source).is_pending());
+        // The source wakes: its raise lands, its notify is late.
+        let flag = gate.flag.clone();
+        flag.raise();
+        assert!(gate.poll(&mut cx, source).is_pending());
+        flag.notify();
+        // That notify woke the task (spuriously): it polls again, nothing new.
+        assert!(task.take_raised());
+        assert!(gate.poll(&mut cx, source).is_pending());
+        // The source's next wake reaches the task.
+        parked.borrow_mut().take().unwrap().wake();
+        assert!(task.take_raised(), "the source's wake was lost");
     }
 }
