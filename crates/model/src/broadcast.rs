@@ -72,7 +72,15 @@ impl BroadcastShared {
             let tracks = match self.front {
                 // The content is gone from every route: its tracks end with it (a pull kept
                 // alive only by a peer pulling back through us would otherwise never end).
-                Some(_) => state.tracks.drain().map(|(_, track)| track).collect(),
+                // A track a publisher's own session pulls is left to that session: a
+                // publisher unannounces before it ends its tracks, and their last groups are
+                // still owed. It ends when the publisher ends it or its session goes.
+                Some(_) => state
+                    .tracks
+                    .drain()
+                    .map(|(_, track)| track)
+                    .filter(|track| !track.shared().is_from_publisher())
+                    .collect(),
                 None => Vec::new(),
             };
             (std::mem::take(&mut state.requests), tracks)

@@ -409,6 +409,11 @@ impl GroupConsumer {
         }
     }
 
+    /// Whether the group finished cleanly: every frame it will ever hold is here.
+    pub fn is_finished(&self) -> bool {
+        self.group.state.lock().end == Some(Ok(()))
+    }
+
     /// Ready with the code once the group was aborted or expired (never for a clean finish).
     pub fn poll_aborted(&self, cx: &mut Context<'_>) -> Poll<StreamCode> {
         let mut state = self.group.state.lock();

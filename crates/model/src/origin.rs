@@ -579,6 +579,7 @@ impl Origin {
                 let Some(entry) = state.best_for(&home.key, &readers, lost) else {
                     return Err(request);
                 };
+                request.track().shared.set_from_publisher(!entry.route.peer);
                 entry.broadcast.clone()
             };
             let handover = request.is_handover();

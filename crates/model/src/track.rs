@@ -12,6 +12,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::future::poll_fn;
 use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -122,12 +123,27 @@ pub(crate) struct TrackShared {
     /// Fed by whichever source currently serves it (a relay's front): groups a lost source
     /// was writing wait for the next one instead of ending.
     resumable: bool,
+    /// Pulled straight from a publisher's own session (not through a cluster peer): when the
+    /// last route to the broadcast goes (the publisher unannounced it), the track is left for
+    /// that session to end, so a publisher that unannounces and then ends its tracks cleanly
+    /// has every group delivered.
+    from_publisher: AtomicBool,
     /// The relay-wide budget this track charges, if any.
     cache: Option<Membership>,
     state: Mutex<TrackState>,
 }
 
 impl TrackShared {
+    /// Note whether the source now pulling this track is a publisher's own session.
+    pub(crate) fn set_from_publisher(&self, yes: bool) {
+        self.from_publisher.store(yes, Ordering::Relaxed);
+    }
+
+    /// Whether a publisher's own session pulls this track (see `from_publisher`).
+    pub(crate) fn is_from_publisher(&self) -> bool {
+        self.from_publisher.load(Ordering::Relaxed)
+    }
+
     /// Account a frame just appended to the group that arrived `arrival`-th, then apply the
     /// cache policy.
     pub(crate) fn on_frame(self: &Arc<Self>, arrival: u64, size: usize, timestamp: u64) {
@@ -342,7 +358,7 @@ impl TrackShared {
 /// Publishes a track: sets its info and writes groups.
 #[derive(Debug)]
 pub struct TrackProducer {
-    shared: Arc<TrackShared>,
+    pub(crate) shared: Arc<TrackShared>,
 }
 
 impl TrackProducer {
@@ -362,6 +378,7 @@ impl TrackProducer {
                 name: name.into(),
                 limits,
                 resumable: false,
+                from_publisher: AtomicBool::new(false),
                 cache: budget.map(|budget| Membership {
                     id: budget.track_id(),
                     budget,

@@ -235,3 +235,45 @@ fn a_peer_on_the_route_the_front_reads_through_is_refused() {
     assert!(mesh.origin.consume(&p("room/alice"), Some(1)).is_none());
     assert!(mesh.origin.consume(&p("room/alice"), Some(2)).is_some());
 }
+
+#[test]
+fn a_publisher_that_unannounces_still_ends_the_tracks_it_serves() {
+    // moq-cli's import unannounces when its input ends, then finishes its last group and its
+    // tracks: what it still writes is owed to the readers.
+    let origin = Origin::new();
+    let publisher = BroadcastProducer::dynamic(Limits::default());
+    let route = origin
+        .publish(
+            p("room/alice"),
+            publisher.consume(),
+            Route::learned(vec![7], RouteCost::new(1), false),
+        )
+        .unwrap();
+    let front = origin.consume(&p("room/alice"), None).unwrap();
+    let mut reader = front.subscribe_track("video", StartAt::default()).unwrap();
+    let request = take(&publisher).unwrap();
+    let track = request.track().clone();
+    track.set_info(TrackInfo::default());
+    let mut last = track.create_group(0).unwrap();
+    last.write_frame(frame(0, "f0")).unwrap();
+    drop(route);
+    assert!(front.is_closed(), "the broadcast is gone with its route");
+    last.write_frame(frame(1, "f1")).unwrap();
+    last.finish();
+    request.finish();
+    let waker = noop_waker();
+    let mut cx = Context::from_waker(&waker);
+    let Poll::Ready(Ok(Some(mut group))) = reader.poll_group(&mut cx) else {
+        panic!("the last group delivered");
+    };
+    let mut frames = Vec::new();
+    while let Poll::Ready(Ok(Some(f))) = group.poll_frame(&mut cx) {
+        frames.push(f.payload);
+    }
+    assert_eq!(frames, [&b"f0"[..], &b"f1"[..]]);
+    assert!(matches!(group.poll_frame(&mut cx), Poll::Ready(Ok(None))));
+    assert!(
+        matches!(reader.poll_group(&mut cx), Poll::Ready(Ok(None))),
+        "the track ends as its publisher ended it"
+    );
+}

@@ -16,6 +16,7 @@ use std::future::{poll_fn, Future};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use starling_model::TrackConsumer;
 use starling_proto::StreamCode;
 
 use crate::future_set::FutureSet;
@@ -91,6 +92,21 @@ impl<F: Future<Output = u64>> InFlight<F> {
         while !self.sends.is_empty() {
             self.next().await;
         }
+    }
+
+    /// The subscription's track failed with `code`: the groups already whole in its cache are
+    /// still owed and go on to their end (a publisher whose session ends right after its last
+    /// group, as moq-cli's does when its input ends, leaves them in flight); those still
+    /// growing will not grow now and are reset. Resolves once every send has.
+    pub(crate) async fn finish_whole(&mut self, track: &TrackConsumer, code: StreamCode) {
+        let whole = |sequence| track.group(sequence).is_some_and(|g| g.is_finished());
+        for (sequence, abort) in &self.order {
+            if !whole(*sequence) {
+                abort.stop(code);
+            }
+        }
+        self.order.clear();
+        self.drain().await;
     }
 }
 

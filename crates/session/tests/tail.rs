@@ -16,7 +16,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::*;
 use hand::{group_head, send_group};
-use starling_proto::{FrameHeader, Role, SubscribeResponse, Version};
+use starling_proto::{FrameHeader, Protocol, Role, SubscribeResponse, Version};
 use starling_transport::mem::MemTransport;
 use starling_transport::{SendStream, Transport};
 use tokio::sync::mpsc;
@@ -161,6 +161,55 @@ async fn lite05_a_group_arriving_after_the_end_is_still_delivered() {
 #[tokio::test]
 async fn lite07_a_group_stream_the_end_counts_is_still_delivered() {
     a_group_arriving_after_the_end_is_still_delivered(Version::Lite07Wip).await;
+}
+
+/// A track that fails right after its last group (a publisher whose session ends as its input
+/// ends) still delivers that group whole: it was complete in the relay's cache when the
+/// failure came, so the subscription's send of it goes on before the error ends it.
+async fn a_whole_group_before_a_track_failure_is_still_delivered(version: impl Into<Protocol>) {
+    let relay = Relay::new();
+    let broadcast = starling_model::BroadcastProducer::new(starling_model::Limits::default());
+    let producer = broadcast.create_track("video", starling_model::TrackInfo::default());
+    let _route = relay
+        .origin
+        .publish(
+            path(BROADCAST),
+            broadcast.consume(),
+            starling_model::Route::local(),
+        )
+        .unwrap();
+    let sub = subscriber(&relay, version).await;
+    let mut track = sub.track(BROADCAST, "video").await;
+    let mut group = producer.append_group().unwrap();
+    group.write_frame(frame(0, "g0")).unwrap();
+    group.finish();
+    assert_eq!(read_group(&mut track).await.0, 0);
+
+    // Group 1 whole, then the failure, before the relay's subscription task runs again. The
+    // group is larger than the transport's window, so its send is still writing when the
+    // subscription sees the failure.
+    let payload = "x".repeat(512 * 1024);
+    let mut group = producer.append_group().unwrap();
+    for timestamp in 1..=4 {
+        group.write_frame(frame(timestamp, &payload)).unwrap();
+    }
+    group.finish();
+    producer.abort(starling_proto::StreamCode::Cancelled);
+
+    let (sequence, frames) = read_group(&mut track).await;
+    assert_eq!(sequence, 1);
+    assert_eq!(frames.len(), 4, "every frame of the whole group");
+    assert!(frames.iter().all(|f| *f == payload));
+}
+
+#[tokio::test]
+async fn lite06_a_whole_group_before_a_track_failure_is_still_delivered() {
+    a_whole_group_before_a_track_failure_is_still_delivered(Version::Lite06).await;
+}
+
+#[tokio::test]
+async fn ietf22_a_whole_group_before_a_track_failure_is_still_delivered() {
+    a_whole_group_before_a_track_failure_is_still_delivered(starling_proto::ietf::Draft::D22).await;
 }
 
 /// An owed group that never comes does not hold the track open forever: after the grace (the

@@ -258,6 +258,8 @@ pub(crate) async fn subscribe<T: Transport>(
     // of the group sends.
     let (mut control_gate, mut track_gate) = (Gate::default(), Gate::default());
     let mut control = Box::pin(recv_on(request));
+    // The track itself ended in error (rather than the request).
+    let mut track_failed = false;
     let outcome: Result<Option<u64>, (u64, Error)> = loop {
         tokio::select! {
             biased;
@@ -333,7 +335,10 @@ pub(crate) async fn subscribe<T: Transport>(
                     shared.stats.groups_skipped.fetch_add(skipped, Ordering::Relaxed);
                 }
                 Ok(None) => break Ok(track.end()),
-                Err(code) => break Err((done::INTERNAL_ERROR, Error::Stream(code))),
+                Err(code) => {
+                    track_failed = true;
+                    break Err((done::INTERNAL_ERROR, Error::Stream(code)));
+                }
             },
             _ = inflight.next() => {}
         }
@@ -359,7 +364,13 @@ pub(crate) async fn subscribe<T: Transport>(
             .await
         }
         Err((status, err)) => {
-            cancel_all(&mut inflight).await;
+            if track_failed {
+                inflight
+                    .finish_whole(&track, StreamCode::TooFarBehind)
+                    .await;
+            } else {
+                cancel_all(&mut inflight).await;
+            }
             let reason = err.to_string();
             finish(
                 request,

@@ -288,6 +288,8 @@ async fn serve<T: Transport>(
     // wakes of the group sends (one per frame per stream).
     let (mut control_gate, mut track_gate) = (Gate::default(), Gate::default());
     let mut control = Box::pin(update_on(reader, version, limits.max_control_message));
+    // The track itself ended in error (rather than the subscriber's stream).
+    let mut track_failed = false;
     let outcome: Result<Option<u64>, Error> = loop {
         tokio::select! {
             biased;
@@ -333,7 +335,10 @@ async fn serve<T: Transport>(
                         start(group, &bounds, &mut inflight);
                     }
                     Ok(None) => break Ok(track.end()),
-                    Err(code) => break Err(Error::Stream(code)),
+                    Err(code) => {
+                        track_failed = true;
+                        break Err(Error::Stream(code));
+                    }
                 }
             }
             _ = inflight.next() => {}
@@ -373,8 +378,12 @@ async fn serve<T: Transport>(
             Ok(())
         }
         Err(err) => {
-            inflight.abort_all(err.stream_code());
-            inflight.drain().await;
+            if track_failed {
+                inflight.finish_whole(&track, err.stream_code()).await;
+            } else {
+                inflight.abort_all(err.stream_code());
+                inflight.drain().await;
+            }
             Err(err)
         }
     }
