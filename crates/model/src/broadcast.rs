@@ -75,18 +75,16 @@ impl BroadcastShared {
                 // A track a publisher's own session pulls is left to that session: a
                 // publisher unannounces before it ends its tracks, and their last groups are
                 // still owed. It ends when the publisher ends it or its session goes.
-                Some(_) => state
-                    .tracks
-                    .drain()
-                    .map(|(_, track)| track)
-                    .filter(|track| !track.shared().is_from_publisher())
-                    .collect(),
+                Some(_) => state.tracks.drain().map(|(_, track)| track).collect(),
                 None => Vec::new(),
             };
             (std::mem::take(&mut state.requests), tracks)
         };
+        // Outside the broadcast's lock: each check takes the track's.
         for track in tracks {
-            track.shared().close(Err(StreamCode::Internal));
+            if !track.shared().is_from_publisher() {
+                track.shared().close(Err(StreamCode::Internal));
+            }
         }
         // Outside the lock: an unanswered request is handed to another route as it drops.
         drop(requests);

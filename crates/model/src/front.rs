@@ -10,7 +10,8 @@
 //! one left unfinished, continues it at the first frame not yet held, and skips the groups
 //! already complete, so readers see no gap and no duplicate. With no qualifying route left the
 //! track ends, and the front closes once its last route is gone. Split horizon holds per track:
-//! a track is never handed to a route through a peer that reads it from us.
+//! a track is never handed to a route through a peer that reads it from us, and a peer on the
+//! route a track is pulled through is refused as its reader (`TrackConsumer::for_peer`).
 
 use std::sync::Arc;
 

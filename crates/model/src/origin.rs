@@ -534,7 +534,9 @@ impl Origin {
         // One front per content identity, so one upstream per track whoever reads it. A peer
         // on the route the front reads through asks us for what we get from it: a loop, only
         // ever transient (at convergence our best route never runs through a peer that routes
-        // the same content through us), refused as unroutable until the routes settle.
+        // the same content through us), refused as unroutable until the routes settle. A track
+        // already pulled through another route is checked against that one as the peer
+        // becomes its reader (`TrackConsumer::for_peer`).
         if let Some(hop) = exclude_hop.filter(|hop| *hop != 0) {
             let through_reader = state
                 .best_for(&key, &[], None)
@@ -579,7 +581,7 @@ impl Origin {
                 let Some(entry) = state.best_for(&home.key, &readers, lost) else {
                     return Err(request);
                 };
-                request.track().shared.set_from_publisher(!entry.route.peer);
+                request.track().shared.set_source(&entry.route);
                 entry.broadcast.clone()
             };
             let handover = request.is_handover();

@@ -12,7 +12,6 @@
 use std::collections::{BTreeMap, HashMap};
 use std::future::poll_fn;
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -22,6 +21,7 @@ use starling_proto::StreamCode;
 use crate::cache::{CacheBudget, Leave, Membership, FRAME_OVERHEAD, GROUP_OVERHEAD};
 use crate::error::ModelError;
 use crate::group::{Group, GroupConsumer, GroupProducer};
+use crate::origin::Route;
 use crate::stats::TrackStats;
 use crate::waiters::Waiters;
 use crate::Limits;
@@ -100,6 +100,13 @@ struct TrackState {
     /// Peers (by hop) reading the track, with how many readers each: a relay never pulls it
     /// through one of them (split horizon, kept up as readers come and go).
     peer_readers: Vec<(u64, usize)>,
+    /// The route a front last handed the track to, pulled through until it is lost (not
+    /// always the best route: a better one that comes later takes no track over). Pulled
+    /// straight from a publisher's own session (not through a cluster peer), the track is left
+    /// for that session to end when the last route to the broadcast goes (the publisher
+    /// unannounced it), so a publisher that unannounces and then ends its tracks cleanly has
+    /// every group delivered.
+    source: Option<Route>,
     demand: Option<Demand>,
     /// Cumulative groups, frames and bytes accepted (statistics only).
     received: Received,
@@ -123,25 +130,20 @@ pub(crate) struct TrackShared {
     /// Fed by whichever source currently serves it (a relay's front): groups a lost source
     /// was writing wait for the next one instead of ending.
     resumable: bool,
-    /// Pulled straight from a publisher's own session (not through a cluster peer): when the
-    /// last route to the broadcast goes (the publisher unannounced it), the track is left for
-    /// that session to end, so a publisher that unannounces and then ends its tracks cleanly
-    /// has every group delivered.
-    from_publisher: AtomicBool,
     /// The relay-wide budget this track charges, if any.
     cache: Option<Membership>,
     state: Mutex<TrackState>,
 }
 
 impl TrackShared {
-    /// Note whether the source now pulling this track is a publisher's own session.
-    pub(crate) fn set_from_publisher(&self, yes: bool) {
-        self.from_publisher.store(yes, Ordering::Relaxed);
+    /// Note the route the track is handed to (see `TrackState::source`).
+    pub(crate) fn set_source(&self, route: &Route) {
+        self.state.lock().source = Some(route.clone());
     }
 
-    /// Whether a publisher's own session pulls this track (see `from_publisher`).
+    /// Whether a publisher's own session pulls this track (see `TrackState::source`).
     pub(crate) fn is_from_publisher(&self) -> bool {
-        self.from_publisher.load(Ordering::Relaxed)
+        self.state.lock().source.as_ref().is_some_and(|r| !r.peer)
     }
 
     /// Account a frame just appended to the group that arrived `arrival`-th, then apply the
@@ -378,7 +380,6 @@ impl TrackProducer {
                 name: name.into(),
                 limits,
                 resumable: false,
-                from_publisher: AtomicBool::new(false),
                 cache: budget.map(|budget| Membership {
                     id: budget.track_id(),
                     budget,
@@ -399,6 +400,7 @@ impl TrackProducer {
                     end: None,
                     consumers: 0,
                     peer_readers: Vec::new(),
+                    source: None,
                     demand: None,
                     received: Received::default(),
                     waiters: Waiters::default(),
@@ -765,20 +767,29 @@ impl TrackConsumer {
     }
 
     /// Mark this reader as serving the peer with `hop` (0 or `None`: a client): while it
-    /// reads, the track is never pulled through that peer.
-    pub fn for_peer(mut self, hop: Option<u64>) -> TrackConsumer {
+    /// reads, the track is never pulled through that peer. Refused (UNROUTABLE) while the
+    /// track is pulled through that peer: it asks us for what we get from it, a loop that
+    /// only exists while routes settle.
+    pub fn for_peer(mut self, hop: Option<u64>) -> Result<TrackConsumer, StreamCode> {
         let Some(hop) = hop.filter(|hop| *hop != 0) else {
-            return self;
+            return Ok(self);
         };
         if self.peer.is_none() {
             let mut state = self.shared.state.lock();
+            if state
+                .source
+                .as_ref()
+                .is_some_and(|route| route.hops.contains(&hop))
+            {
+                return Err(StreamCode::Unroutable);
+            }
             match state.peer_readers.iter_mut().find(|(h, _)| *h == hop) {
                 Some((_, count)) => *count += 1,
                 None => state.peer_readers.push((hop, 1)),
             }
             self.peer = Some(hop);
         }
-        self
+        Ok(self)
     }
 
     /// This handle stops counting as a reader (the track can go unused while it exists).

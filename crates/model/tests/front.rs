@@ -218,7 +218,8 @@ fn a_track_is_never_handed_to_a_route_through_a_peer_reading_it() {
     let _peer = front
         .subscribe_track("video", StartAt::default())
         .unwrap()
-        .for_peer(Some(2));
+        .for_peer(Some(2))
+        .unwrap();
     let first = take(&mesh.near).unwrap();
     mesh.near.close();
     first.source_lost();
@@ -234,6 +235,40 @@ fn a_peer_on_the_route_the_front_reads_through_is_refused() {
     // Our best route to the content runs through hop 1: hop 1 asking us for it is a loop.
     assert!(mesh.origin.consume(&p("room/alice"), Some(1)).is_none());
     assert!(mesh.origin.consume(&p("room/alice"), Some(2)).is_some());
+}
+
+#[test]
+fn a_peer_on_the_route_a_track_is_pulled_through_is_refused_as_its_reader() {
+    let mesh = mesh();
+    let front = mesh.origin.consume(&p("room/alice"), None).unwrap();
+    let _local = front.subscribe_track("video", StartAt::default()).unwrap();
+    // Pulled through hop 1.
+    let _pulled = take(&mesh.near).unwrap();
+    // A better route comes (or the one through hop 1 goes stale): the track stays where it
+    // is pulled, while the front's best route no longer runs through hop 1.
+    let better = BroadcastProducer::dynamic(Limits::default());
+    let _route = mesh
+        .origin
+        .publish(
+            p("room/alice"),
+            better.consume(),
+            Route::learned(vec![7, 3], RouteCost::new(1), true),
+        )
+        .unwrap();
+    let asked = mesh.origin.consume(&p("room/alice"), Some(1)).unwrap();
+    assert!(asked.same(&front));
+    // Hop 1 reading the track from us would feed it to itself: a loop nothing breaks.
+    let reader = asked.subscribe_track("video", StartAt::default()).unwrap();
+    assert!(matches!(
+        reader.for_peer(Some(1)),
+        Err(StreamCode::Unroutable)
+    ));
+    // A peer off that route reads it, and a track not pulled yet goes to the best route.
+    let reader = asked.subscribe_track("video", StartAt::default()).unwrap();
+    assert!(reader.for_peer(Some(3)).is_ok());
+    let audio = asked.subscribe_track("audio", StartAt::default()).unwrap();
+    assert!(audio.for_peer(Some(1)).is_ok());
+    assert!(take(&better).is_some());
 }
 
 #[test]

@@ -156,9 +156,15 @@ pub(crate) async fn subscribe<T: Transport>(
     };
     if matches!(msg.filter, Filter::Relative(_)) && track.latest_sequence().is_some() {
         // Placed against the latest group cached now.
-        track = track
+        track = match track
             .resubscribe(start_of(&msg, track.latest_sequence()))
-            .for_peer(shared.peer.exclude_hop());
+            .for_peer(shared.peer.exclude_hop())
+        {
+            Ok(track) => track,
+            Err(code) => {
+                return refuse(request, Refused::Subscribe, refusal_for(code), "no route").await
+            }
+        };
     }
     let info = match tokio::time::timeout(limits.request_timeout, track.info()).await {
         Ok(Ok(info)) => info,

@@ -195,8 +195,9 @@ pub(crate) fn resolve<T: Transport>(
         Some(start) => broadcast.subscribe_track(track, start),
         None => broadcast.watch_track(track),
     }
-    // While this peer reads, the track is never pulled through it (split horizon).
-    .map(|track| track.for_peer(shared.peer.exclude_hop()))
+    // While this peer reads, the track is never pulled through it (split horizon); a peer the
+    // track is pulled through now is refused.
+    .and_then(|track| track.for_peer(shared.peer.exclude_hop()))
     .map_err(|code| match code {
         // A track name past the bound: the peer's fault, counted as such.
         StreamCode::MalformedTrack => Error::ProtocolViolation("track name too long"),
