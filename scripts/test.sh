@@ -31,6 +31,10 @@ group() {
 if [ "$(id -u)" -eq 0 ] && ! { command -v ip && command -v tc; } >/dev/null; then
     group "install iproute2" sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2'
 fi
+# The media tests (crates/interop/tests/media.rs) encode and decode with Debian's ffmpeg.
+if ! command -v ffmpeg >/dev/null; then
+    group "install ffmpeg" scripts/install-ffmpeg.sh
+fi
 
 # Chromium comes from Debian and the page's packages from npm: mostly waiting on the
 # network, so it runs beside the Rust build instead of after it.

@@ -375,15 +375,28 @@ impl Connection {
         self.events.push_back(Event::Closed);
     }
 
+    /// Closed by the peer, the carrier or the idle timer. What the peer sent before stays
+    /// readable, streams not yet accepted included, as QUIC keeps it: a peer that writes its
+    /// last frames and FIN and closes at once (moq-cli when its input ends) loses nothing.
+    /// Only what we would send is dropped.
     pub(crate) fn enter_closed(&mut self, reason: CloseReason) {
-        self.drop_streams();
+        self.streams.retain(|_, stream| {
+            stream.send = None;
+            stream.recv.is_some()
+        });
+        self.drop_sending();
         self.state = State::Closed(reason);
         self.events.push_back(Event::Closed);
     }
 
+    /// Our own close: nothing more is read or sent.
     fn drop_streams(&mut self) {
         self.streams.clear();
         self.incoming = Default::default();
+        self.drop_sending();
+    }
+
+    fn drop_sending(&mut self) {
         self.control.clear();
         self.datagrams_out.clear();
         self.sched = Scheduler::default();

@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 
-use crate::connection::{Connection, Event};
+use crate::connection::{Connection, Event, State};
 use crate::error::StreamError;
 use crate::frame::Frame;
 use crate::streams::{RecvHalf, RecvState, SendHalf, SendState, Stream};
@@ -198,8 +198,14 @@ impl Connection {
     }
 
     /// Up to `max` bytes; `Ok(None)` at the FIN, `Reset(code)` once after the peer's reset.
+    /// Once the peer closed (or the carrier went), what arrived before stays readable; past
+    /// it, the close is the error.
     pub fn read(&mut self, id: StreamId, max: usize) -> Result<Option<Bytes>, StreamError> {
-        self.check_open()?;
+        let closed = match &self.state {
+            State::Open => None,
+            State::Closed(reason) => Some(reason.clone()),
+            State::Closing(reason, _) => return Err(reason.clone().into()),
+        };
         let Some(recv) = self.streams.get_mut(&id).and_then(|s| s.recv.as_mut()) else {
             return Err(StreamError::Closed(id));
         };
@@ -217,10 +223,12 @@ impl Connection {
         }
         if let Some(chunk) = recv.take(max) {
             let n = chunk.len() as u64;
-            if recv.credit.consume(n) && recv.final_size.is_none() {
-                self.pending_max_stream_data.insert(id);
+            if closed.is_none() {
+                if recv.credit.consume(n) && recv.final_size.is_none() {
+                    self.pending_max_stream_data.insert(id);
+                }
+                self.consume_conn(n);
             }
-            self.consume_conn(n);
             return Ok(Some(chunk));
         }
         if recv.final_size == Some(recv.received) {
@@ -228,7 +236,10 @@ impl Connection {
             self.maybe_retire(id);
             return Ok(None);
         }
-        Err(StreamError::Blocked)
+        match closed {
+            Some(reason) => Err(reason.into()),
+            None => Err(StreamError::Blocked),
+        }
     }
 
     /// Stop reading: discard what is buffered and, unless the peer already ended its side,

@@ -283,6 +283,38 @@ fn application_close_carries_code_and_reason() {
     ));
 }
 
+/// A peer that writes its last bytes and FIN, then closes at once (moq-cli when its input
+/// ends): what it sent before the close stays readable, unaccepted streams included, as QUIC
+/// keeps it; past it, reads see the close.
+#[test]
+fn what_arrived_before_the_peers_close_stays_readable() {
+    let mut p = Pair::new(WireVersion::Qmux01);
+    let done = p.client.open(Dir::Uni).unwrap();
+    p.client
+        .write(done, Bytes::from_static(b"last group"))
+        .unwrap();
+    p.client.finish(done).unwrap();
+    let open = p.client.open(Dir::Uni).unwrap();
+    p.client.write(open, Bytes::from_static(b"cut")).unwrap();
+    p.drive();
+    p.client.close(0, "input ended");
+    p.drive();
+    assert!(matches!(
+        p.server.close_reason(),
+        Some(CloseReason::PeerApplication { .. })
+    ));
+    let first = p.server.accept(Dir::Uni).expect("accepted after the close");
+    assert_eq!(
+        read_all(&mut p.server, first),
+        (b"last group".to_vec(), Ok(()))
+    );
+    let second = p.server.accept(Dir::Uni).unwrap();
+    let (bytes, end) = read_all(&mut p.server, second);
+    assert_eq!(bytes, b"cut");
+    assert!(matches!(end, Err(StreamError::ConnectionClosed(_))));
+    assert!(p.server.write(second, Bytes::from_static(b"x")).is_err());
+}
+
 #[test]
 fn pings_are_answered_and_measure_rtt() {
     let mut c = config(WireVersion::Qmux01, Framing::Message, Side::Client);
