@@ -1,9 +1,9 @@
 //! Real media through Starling (issue 26): ffmpeg encodes a test pattern with audio (H.264 and
 //! AAC), moq-cli 0.14.10 imports it into the relay as MPEG-TS or fragmented MP4 at real time,
-//! and a second moq-cli exports it back out. The video frames decoded from the export must be
-//! the input's, frame for frame (ffmpeg's `framemd5`), from the export's first keyframe to the
-//! input's last frame: a frame the relay drops, corrupts or reorders fails the case, and so
-//! does a tail it cuts.
+//! and a second moq-cli exports it back out. The video and audio frames decoded from the
+//! export must be the input's, frame for frame (ffmpeg's `framemd5`), from the export's first
+//! keyframe to the input's last frame: a frame the relay drops, corrupts or reorders fails the
+//! case, and so does a tail it cuts.
 //!
 //! Every case runs over WebTransport and over WebSocket (QMux), on moq-lite-06, moq-lite-07-wip
 //! and IETF draft 22, each against its own in-process relay. ffmpeg comes from Debian
@@ -139,13 +139,50 @@ async fn encode(container: Container, to: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The MD5 of every decoded video frame of `file`, in order.
-async fn video_frames(file: &Path) -> anyhow::Result<Vec<String>> {
+/// The media a comparison covers.
+#[derive(Clone, Copy, Debug)]
+enum Media {
+    Video,
+    Audio,
+}
+
+impl Media {
+    /// ffmpeg's stream selector for it.
+    fn map(self) -> &'static str {
+        match self {
+            Media::Video => "0:v",
+            Media::Audio => "0:a",
+        }
+    }
+
+    /// What is hashed: decoded pictures for video; for audio the AAC packets themselves (a
+    /// decoded AAC frame depends on the packet before it, so an export that starts later
+    /// decodes its first frame differently).
+    fn codec(self) -> &'static [&'static str] {
+        match self {
+            Media::Video => &[],
+            Media::Audio => &["-c", "copy"],
+        }
+    }
+
+    /// Where an export may start: at a keyframe for video, anywhere for audio.
+    fn starts_every(self) -> usize {
+        match self {
+            Media::Video => GOP,
+            Media::Audio => 1,
+        }
+    }
+}
+
+/// The MD5 of every frame of `file`'s `media` (see [`Media::codec`]), in order.
+async fn decoded_frames(file: &Path, media: Media) -> anyhow::Result<Vec<String>> {
     let out = output(
         Command::new("ffmpeg")
             .args(["-hide_banner", "-loglevel", "error", "-i"])
             .arg(file)
-            .args(["-map", "0:v", "-f", "framemd5", "-"]),
+            .args(["-map", media.map()])
+            .args(media.codec())
+            .args(["-f", "framemd5", "-"]),
         Duration::from_secs(60),
     )
     .await
@@ -153,33 +190,37 @@ async fn video_frames(file: &Path) -> anyhow::Result<Vec<String>> {
     Ok(String::from_utf8(out)?
         .lines()
         .filter(|line| !line.starts_with('#'))
-        .filter_map(|line| line.rsplit(',').next())
+        // stream, dts, pts, duration, size, hash, then any side data's count and hash.
+        .filter_map(|line| line.split(',').nth(5))
         .map(|hash| hash.trim().to_string())
         .collect())
 }
 
-/// The export must be the input from one of its keyframes to its last frame.
-fn compare(input: &[String], exported: &[String]) -> anyhow::Result<()> {
+/// The export must be the input from where it may start (a keyframe, for video) to its last
+/// frame.
+fn compare(media: Media, input: &[String], exported: &[String]) -> anyhow::Result<()> {
     let Some(first) = exported.first() else {
-        bail!("the export decoded to no video frame");
+        bail!("the export decoded to no {media:?} frame");
     };
     let Some(start) = input.iter().position(|f| f == first) else {
-        bail!("the export's first frame is no frame of the input");
+        bail!("the export's first {media:?} frame is no frame of the input");
     };
     ensure!(
-        start % GOP == 0,
-        "the export starts at input frame {start}, not at a keyframe"
+        start % media.starts_every() == 0,
+        "the export starts at input {media:?} frame {start}, not at a keyframe"
     );
     for (i, (want, got)) in input[start..].iter().zip(exported).enumerate() {
         ensure!(
             want == got,
-            "export frame {i} (input frame {}) differs: a frame dropped, corrupted or reordered",
+            "export {media:?} frame {i} (input frame {}) differs: a frame dropped, corrupted \
+             or reordered",
             start + i
         );
     }
     ensure!(
         exported.len() == input.len() - start,
-        "the export holds {} frames from input frame {start}; the input has {} after it",
+        "the export holds {} {media:?} frames from input frame {start}; the input has {} after \
+         it",
         exported.len(),
         input.len() - start
     );
@@ -278,24 +319,22 @@ async fn try_carry(
     }
     drop(relay);
 
-    let want = video_frames(&input).await?;
-    ensure!(
-        want.len() == SECONDS as usize * 25,
-        "the input decoded to {} frames",
-        want.len()
-    );
-    let got = video_frames(&exported).await.with_context(|| {
-        format!(
-            "export log:\n{}",
-            std::fs::read_to_string(scratch.path("export.log")).unwrap_or_default()
-        )
-    })?;
-    compare(&want, &got).with_context(|| {
-        format!(
-            "export log:\n{}",
-            std::fs::read_to_string(scratch.path("export.log")).unwrap_or_default()
-        )
-    })
+    let log = || std::fs::read_to_string(scratch.path("export.log")).unwrap_or_default();
+    for media in [Media::Video, Media::Audio] {
+        let want = decoded_frames(&input, media).await?;
+        if let Media::Video = media {
+            ensure!(
+                want.len() == SECONDS as usize * 25,
+                "the input decoded to {} video frames",
+                want.len()
+            );
+        }
+        let got = decoded_frames(&exported, media)
+            .await
+            .with_context(|| format!("export log:\n{}", log()))?;
+        compare(media, &want, &got).with_context(|| format!("export log:\n{}", log()))?;
+    }
+    Ok(())
 }
 
 macro_rules! cases {
@@ -308,32 +347,34 @@ macro_rules! cases {
     )*};
 }
 
-// Cases held out of the suite (issue 26): when moq-cli closes right after its last group,
-// the relay's session for it can end before it has read everything sent ahead of the close,
-// over WebSocket and on IETF draft 22, and the tracks end with INTERNAL_ERROR (the export
-// loses its last 13 to 50 frames in about half the runs). Run them with
-// `cargo test -p starling-interop --test media -- --include-ignored`.
-
+// Cases held out of the suite (issue 26), run them with
+// `cargo test -p starling-interop --test media -- --include-ignored`:
+// - WebSocket on lite: every frame in 16 of 17 case runs on 2026-12-06 once the relay reads
+//   what a closing publisher sent before its close; the one failure lost the last 14 frames,
+//   cause not yet known (an RST from moq-cli discarding our unread receive buffer would do it).
+// - IETF draft 22: moq-cli's import sometimes closes without ending its catalog track and its
+//   export gives up on the relay's PUBLISH_DONE; moq-relay 0.17.10 loses the same tail in 1
+//   run of 3 (docs/spec-notes.md), Starling in about half.
 cases! {
     ts_lite06_webtransport: Version::Lite06, Ts, WebTransport;
-    #[ignore = "issue 26: session ends before what the publisher sent ahead of its close"]
+    #[ignore = "issue 26: the tail is cut in about 1 run in 17 over WebSocket"]
     ts_lite06_websocket: Version::Lite06, Ts, WebSocket;
     ts_lite07_webtransport: Version::Lite07Wip, Ts, WebTransport;
-    #[ignore = "issue 26: session ends before what the publisher sent ahead of its close"]
+    #[ignore = "issue 26: the tail is cut in about 1 run in 17 over WebSocket"]
     ts_lite07_websocket: Version::Lite07Wip, Ts, WebSocket;
-    #[ignore = "issue 26: session ends before what the publisher sent ahead of its close"]
+    #[ignore = "issue 26: moq-cli on draft 22 ends its catalog with an error (moq-relay too)"]
     ts_ietf22_webtransport: Draft::D22, Ts, WebTransport;
-    #[ignore = "issue 26: session ends before what the publisher sent ahead of its close"]
+    #[ignore = "issue 26: moq-cli on draft 22 ends its catalog with an error (moq-relay too)"]
     ts_ietf22_websocket: Draft::D22, Ts, WebSocket;
     fmp4_lite06_webtransport: Version::Lite06, Fmp4, WebTransport;
-    #[ignore = "issue 26: session ends before what the publisher sent ahead of its close"]
+    #[ignore = "issue 26: the tail is cut in about 1 run in 17 over WebSocket"]
     fmp4_lite06_websocket: Version::Lite06, Fmp4, WebSocket;
     fmp4_lite07_webtransport: Version::Lite07Wip, Fmp4, WebTransport;
-    #[ignore = "issue 26: session ends before what the publisher sent ahead of its close"]
+    #[ignore = "issue 26: the tail is cut in about 1 run in 17 over WebSocket"]
     fmp4_lite07_websocket: Version::Lite07Wip, Fmp4, WebSocket;
-    #[ignore = "issue 26: session ends before what the publisher sent ahead of its close"]
+    #[ignore = "issue 26: moq-cli on draft 22 ends its catalog with an error (moq-relay too)"]
     fmp4_ietf22_webtransport: Draft::D22, Fmp4, WebTransport;
-    #[ignore = "issue 26: session ends before what the publisher sent ahead of its close"]
+    #[ignore = "issue 26: moq-cli on draft 22 ends its catalog with an error (moq-relay too)"]
     fmp4_ietf22_websocket: Draft::D22, Fmp4, WebSocket;
 }
 
@@ -341,19 +382,26 @@ cases! {
 fn the_comparison_fails_on_a_dropped_corrupted_or_reordered_frame() {
     let input: Vec<String> = (0..100).map(|i| format!("{i:032x}")).collect();
     let whole = input[25..].to_vec();
-    assert!(compare(&input, &whole).is_ok());
+    assert!(compare(Media::Video, &input, &whole).is_ok());
     let mut dropped = whole.clone();
     dropped.remove(40);
-    assert!(compare(&input, &dropped).is_err());
+    assert!(compare(Media::Video, &input, &dropped).is_err());
     let mut corrupted = whole.clone();
     corrupted[10] = "x".into();
-    assert!(compare(&input, &corrupted).is_err());
+    assert!(compare(Media::Video, &input, &corrupted).is_err());
     let mut reordered = whole.clone();
     reordered.swap(3, 4);
-    assert!(compare(&input, &reordered).is_err());
+    assert!(compare(Media::Video, &input, &reordered).is_err());
     assert!(
-        compare(&input, &whole[..whole.len() - 1]).is_err(),
+        compare(Media::Video, &input, &whole[..whole.len() - 1]).is_err(),
         "a cut tail"
     );
-    assert!(compare(&input, &input[3..]).is_err(), "not at a keyframe");
+    assert!(
+        compare(Media::Video, &input, &input[3..]).is_err(),
+        "not at a keyframe"
+    );
+    assert!(
+        compare(Media::Audio, &input, &input[3..]).is_ok(),
+        "audio starts anywhere"
+    );
 }

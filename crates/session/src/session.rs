@@ -185,9 +185,51 @@ pub(crate) struct Shared<T: Transport> {
     pub ietf: Option<crate::ietf::State<T>>,
     /// This session's account in the relay-wide state ledger, when it has one.
     pub state: Option<crate::StateAccount>,
+    /// Our subscriptions to the peer still running (see [`Pulling`]): when the peer closes,
+    /// the session waits for them to read what it sent before (bounded by `CLOSE_DRAIN`).
+    pub pulls: AtomicUsize,
+    pub pulls_ended: tokio::sync::Notify,
+    /// Fired when the transport closed under us: the broadcasts the peer serves take no new
+    /// track request (a request dispatched to a dead session would fail at once and be
+    /// handed on, maybe to another dying session and back), while running pulls finish.
+    pub closing: CancellationToken,
+}
+
+/// Counts one running subscription to the peer in [`Shared::pulls`] while it lives.
+pub(crate) struct Pulling<'a> {
+    pulls: &'a AtomicUsize,
+    ended: &'a tokio::sync::Notify,
+}
+
+impl Drop for Pulling<'_> {
+    fn drop(&mut self) {
+        if self.pulls.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.ended.notify_waiters();
+        }
+    }
 }
 
 impl<T: Transport> Shared<T> {
+    /// Count a subscription to the peer as running until the guard drops.
+    pub(crate) fn pulling(&self) -> Pulling<'_> {
+        self.pulls.fetch_add(1, Ordering::AcqRel);
+        Pulling {
+            pulls: &self.pulls,
+            ended: &self.pulls_ended,
+        }
+    }
+
+    /// Resolves once no subscription to the peer is running.
+    async fn pulls_settled(&self) {
+        loop {
+            let ended = self.pulls_ended.notified();
+            if self.pulls.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            ended.await;
+        }
+    }
+
     /// The IETF state; `Closed` on a moq-lite session, where no IETF code runs.
     pub fn ietf(&self) -> Result<&crate::ietf::State<T>, Error> {
         self.ietf.as_ref().ok_or(Error::Closed)
@@ -589,6 +631,21 @@ async fn handshake<T: Transport>(
     result
 }
 
+/// The transport closed under the session (an accept failed): note why, once, start the
+/// drain's clock and stop new pulls through the peer.
+fn closed_under_us(
+    closed: &mut Option<TransportError>,
+    err: TransportError,
+    drain: std::pin::Pin<&mut tokio::time::Sleep>,
+    closing: &CancellationToken,
+) {
+    if closed.is_none() {
+        *closed = Some(err);
+        drain.reset(tokio::time::Instant::now() + CLOSE_DRAIN);
+        closing.cancel();
+    }
+}
+
 /// lite-01/02's session stream: its halves and the bytes read past the SETUP.
 type SessionStream<T> = (
     <T as Transport>::Send,
@@ -621,6 +678,13 @@ async fn read_legacy_setup<R: RecvStream, M>(
 /// How long a client whose legacy SETUP stream was reset waits for the session's close (and
 /// its reason) to follow.
 const CLOSE_SETTLE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// When the peer closes, how long the group streams it opened before may still be read.
+/// Transports keep what arrived before a close readable (QUIC does; so does our QMux), and a
+/// publisher that writes its last group and closes at once (moq-cli when its input ends)
+/// expects it delivered; reading what is buffered takes microseconds, streams without their
+/// FIN fail as soon as their buffer is read, so the bound is only a backstop.
+const CLOSE_DRAIN: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// We report PROBEs when the transport measures an RTT (docs/wire.md §4.1 Probe).
 fn advertise_probe<T: Transport>(transport: &T, setup: &mut Setup) {
@@ -868,6 +932,9 @@ impl<T: Transport> Session<T> {
             stats: SessionStats::default(),
             state,
             ietf,
+            pulls: AtomicUsize::new(0),
+            pulls_ended: tokio::sync::Notify::new(),
+            closing: CancellationToken::new(),
         });
         let driver = shared.clone();
         tokio::spawn(async move { drive(driver).await });
@@ -1034,6 +1101,11 @@ async fn drive<T: Transport>(shared: Arc<Shared<T>>) {
         });
         let mut gates: [Gate; 5] = Default::default();
         let mut data = crate::future_set::FutureSet::default();
+        // Once the transport closed under us: why, and the bound on reading what the peer
+        // sent before its close (see `CLOSE_DRAIN`).
+        let mut closed: Option<TransportError> = None;
+        let mut accepting_uni = true;
+        let mut drain = std::pin::pin!(tokio::time::sleep(CLOSE_DRAIN));
         loop {
             let [cancel_gate, bi_gate, uni_gate, datagram_gate, shed_gate] = &mut gates;
             tokio::select! {
@@ -1043,25 +1115,45 @@ async fn drive<T: Transport>(shared: Arc<Shared<T>>) {
                     shared.fail(Error::Bound("relay-wide state ledger full: the heaviest session is shed"));
                     return Ok(());
                 }
-                bi = bi_gate.future(accept_bi.as_mut()) => {
+                // Everything the peer sent before its close is read: the group streams it
+                // opened and our subscriptions' answers (their ends).
+                _ = shared.pulls_settled(), if closed.is_some() && !accepting_uni && data.is_empty() => {
+                    return Err(Error::Transport(closed.take().expect("closed")));
+                }
+                _ = drain.as_mut(), if closed.is_some() => {
+                    return Err(Error::Transport(closed.take().expect("closed")));
+                }
+                bi = bi_gate.future(accept_bi.as_mut()), if closed.is_none() => {
                     accept_bi.set(transport.accept_bi());
-                    let (send, recv) = bi?;
-                    let task = shared.clone();
-                    if ietf {
-                        shared.spawn(crate::ietf::request_stream(task, send, recv));
-                    } else {
-                        shared.spawn(handle_bi(task, send, recv));
+                    match bi {
+                        Ok((send, recv)) => {
+                            let task = shared.clone();
+                            if ietf {
+                                shared.spawn(crate::ietf::request_stream(task, send, recv));
+                            } else {
+                                shared.spawn(handle_bi(task, send, recv));
+                            }
+                        }
+                        Err(err) => closed_under_us(&mut closed, err, drain.as_mut(), &shared.closing),
                     }
                 }
-                uni = uni_gate.future(accept_uni.as_mut()) => {
+                // After a close too, until the streams the peer opened before it are taken.
+                uni = uni_gate.future(accept_uni.as_mut()), if accepting_uni => {
                     accept_uni.set(transport.accept_uni());
-                    let recv = uni?;
-                    let task = shared.clone();
-                    data.push(if ietf {
-                        Either::Left(crate::ietf::uni_stream(task, recv))
-                    } else {
-                        Either::Right(handle_uni(task, recv))
-                    });
+                    match uni {
+                        Ok(recv) => {
+                            let task = shared.clone();
+                            data.push(if ietf {
+                                Either::Left(crate::ietf::uni_stream(task, recv))
+                            } else {
+                                Either::Right(handle_uni(task, recv))
+                            });
+                        }
+                        Err(err) => {
+                            accepting_uni = false;
+                            closed_under_us(&mut closed, err, drain.as_mut(), &shared.closing);
+                        }
+                    }
                 }
                 // Pending while no data stream is open; polled again once one is pushed.
                 _ = data.next() => {}

@@ -212,6 +212,37 @@ async fn ietf22_a_whole_group_before_a_track_failure_is_still_delivered() {
     a_whole_group_before_a_track_failure_is_still_delivered(starling_proto::ietf::Draft::D22).await;
 }
 
+/// A publisher that writes its last group and closes at once (moq-cli when its input ends):
+/// the relay reads what arrived before the close, the group and the track's end, instead of
+/// dropping it with the session.
+async fn a_group_sent_just_before_the_publisher_closes_is_still_delivered(version: Version) {
+    tokio::time::pause();
+    let mut ended = ended_owing_group_one(version).await;
+    settle().await;
+    // No yield between the group and the close: the relay sees both at once.
+    send_group(&ended.peer, ended.upstream.id, 1, version).await;
+    ended.peer.close(0, "input ended");
+
+    assert_eq!(
+        read_group(&mut ended.track).await,
+        (1, vec!["g1".to_string()])
+    );
+    let end = tokio::time::timeout(TIMEOUT, ended.track.next_group())
+        .await
+        .expect("the track ends");
+    assert!(matches!(end, Ok(None)), "{version}: got {end:?}");
+}
+
+#[tokio::test]
+async fn lite06_a_group_sent_just_before_the_publisher_closes_is_still_delivered() {
+    a_group_sent_just_before_the_publisher_closes_is_still_delivered(Version::Lite06).await;
+}
+
+#[tokio::test]
+async fn lite07_a_group_sent_just_before_the_publisher_closes_is_still_delivered() {
+    a_group_sent_just_before_the_publisher_closes_is_still_delivered(Version::Lite07Wip).await;
+}
+
 /// An owed group that never comes does not hold the track open forever: after the grace (the
 /// max age asked for, else 1 s) it finishes with what arrived.
 async fn an_owed_group_that_never_arrives_ends_the_track_after_the_grace(version: Version) {

@@ -171,11 +171,12 @@ impl Transport for MemTransport {
     async fn accept_bi(&self) -> Result<(MemSend, MemRecv), TransportError> {
         poll_fn(|cx| {
             let mut side = self.shared.sides[self.side].lock().unwrap();
-            if let Some(err) = &side.closed {
-                return Poll::Ready(Err(err.clone()));
-            }
+            // As QUIC: streams the peer opened before a close are still accepted.
             if let Some(pair) = side.bi.pop_front() {
                 return Poll::Ready(Ok(pair));
+            }
+            if let Some(err) = &side.closed {
+                return Poll::Ready(Err(err.clone()));
             }
             side.accept_wakers.register(cx);
             Poll::Pending
@@ -186,11 +187,11 @@ impl Transport for MemTransport {
     async fn accept_uni(&self) -> Result<MemRecv, TransportError> {
         poll_fn(|cx| {
             let mut side = self.shared.sides[self.side].lock().unwrap();
-            if let Some(err) = &side.closed {
-                return Poll::Ready(Err(err.clone()));
-            }
             if let Some(recv) = side.uni.pop_front() {
                 return Poll::Ready(Ok(recv));
+            }
+            if let Some(err) = &side.closed {
+                return Poll::Ready(Err(err.clone()));
             }
             side.accept_wakers.register(cx);
             Poll::Pending

@@ -31,11 +31,24 @@ pub(crate) async fn serve_requests<T: Transport>(
     wire: Path,
     broadcast: Arc<BroadcastProducer>,
 ) {
-    while let Some(request) = broadcast.requested().await {
+    loop {
+        let request = tokio::select! {
+            biased;
+            _ = shared.closing.cancelled() => {
+                // The peer is gone: no new pull through it (see `Shared::closing`).
+                broadcast.close();
+                return;
+            }
+            request = broadcast.requested() => match request {
+                Some(request) => request,
+                None => return,
+            },
+        };
         let task_shared = shared.clone();
         let task_wire = wire.clone();
         let task_broadcast = broadcast.clone();
         shared.spawn(async move {
+            let pulling = task_shared.pulling();
             let track = request.track().clone();
             let result = if task_shared.ietf.is_some() {
                 crate::ietf::pull(&task_shared, &task_wire, &request).await
@@ -66,6 +79,7 @@ pub(crate) async fn serve_requests<T: Transport>(
                     request.abort(err.stream_code());
                 }
             }
+            drop(pulling);
             // Cancelled with the session, the request is dropped unanswered and handed on.
         });
     }
