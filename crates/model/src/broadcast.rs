@@ -72,19 +72,16 @@ impl BroadcastShared {
             let tracks = match self.front {
                 // The content is gone from every route: its tracks end with it (a pull kept
                 // alive only by a peer pulling back through us would otherwise never end).
-                // A track a publisher's own session pulls is left to that session: a
-                // publisher unannounces before it ends its tracks, and their last groups are
-                // still owed. It ends when the publisher ends it or its session goes.
+                // But a publisher unannounces before it ends its tracks, and their last
+                // groups are still owed: see `TrackShared::front_closed`.
                 Some(_) => state.tracks.drain().map(|(_, track)| track).collect(),
                 None => Vec::new(),
             };
             (std::mem::take(&mut state.requests), tracks)
         };
-        // Outside the broadcast's lock: each check takes the track's.
+        // Outside the broadcast's lock: each takes the track's.
         for track in tracks {
-            if !track.shared().is_from_publisher() {
-                track.shared().close(Err(StreamCode::Internal));
-            }
+            track.shared().front_closed();
         }
         // Outside the lock: an unanswered request is handed to another route as it drops.
         drop(requests);

@@ -107,6 +107,8 @@ struct TrackState {
     /// unannounced it), so a publisher that unannounces and then ends its tracks cleanly has
     /// every group delivered.
     source: Option<Route>,
+    /// Pulled through a peer, the track's front lost its last route (see `front_closed`).
+    front_gone: bool,
     demand: Option<Demand>,
     /// Cumulative groups, frames and bytes accepted (statistics only).
     received: Received,
@@ -141,9 +143,23 @@ impl TrackShared {
         self.state.lock().source = Some(route.clone());
     }
 
-    /// Whether a publisher's own session pulls this track (see `TrackState::source`).
-    pub(crate) fn is_from_publisher(&self) -> bool {
-        self.state.lock().source.as_ref().is_some_and(|r| !r.peer)
+    /// The track's front lost its last route (the publisher unannounced): a track a
+    /// publisher's own session pulls is left to that session, one pulled through a cluster
+    /// peer is marked for its pull to end after a grace (see [`TrackProducer::front_gone`]),
+    /// and any other ends now with INTERNAL_ERROR.
+    pub(crate) fn front_closed(&self) {
+        let mut state = self.state.lock();
+        match &state.source {
+            Some(route) if !route.peer => {}
+            Some(_) => {
+                state.front_gone = true;
+                state.waiters.wake_all();
+            }
+            None => {
+                drop(state);
+                self.close(Err(StreamCode::Internal));
+            }
+        }
     }
 
     /// Account a frame just appended to the group that arrived `arrival`-th, then apply the
@@ -401,6 +417,7 @@ impl TrackProducer {
                     consumers: 0,
                     peer_readers: Vec::new(),
                     source: None,
+                    front_gone: false,
                     demand: None,
                     received: Received::default(),
                     waiters: Waiters::default(),
@@ -604,6 +621,24 @@ impl TrackProducer {
 
     pub async fn closed(&self) {
         poll_fn(|cx| self.poll_closed(cx)).await
+    }
+
+    /// Ready once the track's front lost its last route while the track is pulled through a
+    /// cluster peer. The publisher unannounced, maybe before its last groups (moq-cli does):
+    /// the pull gives the track a grace to end as the publisher ends it, then ends it, so two
+    /// relays left pulling a dead broadcast from each other let go.
+    pub fn poll_front_gone(&self, cx: &mut Context<'_>) -> Poll<()> {
+        let mut state = self.shared.state.lock();
+        if state.front_gone {
+            Poll::Ready(())
+        } else {
+            state.waiters.register(cx);
+            Poll::Pending
+        }
+    }
+
+    pub async fn front_gone(&self) {
+        poll_fn(|cx| self.poll_front_gone(cx)).await
     }
 
     /// A new reader.

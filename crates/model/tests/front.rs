@@ -312,3 +312,24 @@ fn a_publisher_that_unannounces_still_ends_the_tracks_it_serves() {
         "the track ends as its publisher ended it"
     );
 }
+
+#[test]
+fn a_track_pulled_through_a_peer_is_marked_when_its_front_loses_its_last_route() {
+    // The pull gives such a track a grace to end as the publisher ends it (moq-cli finishes
+    // its last group after unannouncing), then ends it: a dead pull between relays lets go.
+    let mesh = mesh();
+    let front = mesh.origin.consume(&p("room/alice"), None).unwrap();
+    let _reader = front.subscribe_track("video", StartAt::default()).unwrap();
+    let pulled = take(&mesh.near).unwrap();
+    let track = pulled.track().clone();
+    let waker = noop_waker();
+    let mut cx = Context::from_waker(&waker);
+    assert!(track.poll_front_gone(&mut cx).is_pending());
+    drop(mesh._routes);
+    assert!(front.is_closed());
+    assert!(track.poll_front_gone(&mut cx).is_ready());
+    assert!(!track.is_closed(), "left to the pull's grace");
+    pulled.finish();
+    assert!(track.is_closed());
+    drop((mesh.near, mesh.far, mesh.other));
+}

@@ -424,6 +424,8 @@ pub(crate) async fn pull<T: Transport>(
         shared: shared.clone(),
         id: alias,
     };
+    // Armed when the track's front loses its last route while we pull it from a peer.
+    let mut ending: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
     loop {
         tokio::select! {
             msg = upstream.recv() => match msg? {
@@ -448,6 +450,15 @@ pub(crate) async fn pull<T: Transport>(
             },
             _ = &mut unused => break,
             _ = track.closed() => break,
+            _ = track.front_gone(), if ending.is_none() => {
+                ending = Some(Box::pin(tokio::time::sleep(crate::subscriber::FRONT_GONE_GRACE)));
+            }
+            // The track did not end within the grace: it ends here, as a front's tracks do
+            // with its last route.
+            _ = async { ending.as_mut().expect("armed").await }, if ending.is_some() => {
+                track.abort(StreamCode::Internal);
+                break;
+            }
         }
     }
     // Unsubscribe: UNSUBSCRIBE on 14-16, STOP_SENDING CANCELLED and our FIN from 17.
