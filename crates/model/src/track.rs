@@ -101,11 +101,9 @@ struct TrackState {
     /// through one of them (split horizon, kept up as readers come and go).
     peer_readers: Vec<(u64, usize)>,
     /// The route a front last handed the track to, pulled through until it is lost (not
-    /// always the best route: a better one that comes later takes no track over). Pulled
-    /// straight from a publisher's own session (not through a cluster peer), the track is left
-    /// for that session to end when the last route to the broadcast goes (the publisher
-    /// unannounced it), so a publisher that unannounces and then ends its tracks cleanly has
-    /// every group delivered.
+    /// always the best route: a better one that comes later takes no track over). A peer on
+    /// it is refused as a reader (`TrackConsumer::for_peer`), and it decides what the front's
+    /// closing does to the track (`TrackShared::front_closed`).
     source: Option<Route>,
     /// Pulled through a peer, the track's front lost its last route (see `front_closed`).
     front_gone: bool,
