@@ -501,13 +501,9 @@ fn free_tcp_port() -> u16 {
 /// RTMP ingest as OBS does it, HLS out: ffmpeg pushes FLV over RTMP to `moq import rtmp
 /// --listen`, which publishes into Starling; `moq export hls` serves the broadcast from the
 /// relay, and ffprobe reads the playlist's segments: H.264 at the input's size and AAC.
-///
-/// Held out (issue 26): moq-cli's HLS server fetches each segment's groups from the relay
-/// (moq-lite FETCH), and Starling answers every one NotFound, so no segment is ever served;
-/// through moq-relay 0.17.10 the same commands serve them. Starling answers a FETCH only from
-/// a track it already holds and never forwards one to the publisher.
+/// moq-cli's HLS server fetches each segment's groups from the relay (moq-lite FETCH) without
+/// subscribing to the tracks: the relay asks the source for what it does not hold.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 26: Starling does not forward a FETCH it cannot answer from its cache"]
 async fn rtmp_in_hls_out() {
     if let Err(err) = try_rtmp_in_hls_out().await {
         panic!("RTMP in, HLS out: {err:#}");
@@ -595,15 +591,17 @@ async fn try_rtmp_in_hls_out() -> anyhow::Result<()> {
         .spawn()
         .context("spawning ffmpeg's RTMP push")?;
 
-    // ffprobe reads the playlist's current window, segments included, once it lists two
-    // seconds of media.
+    // ffprobe reads the playlist's current window, segments included, until it reads a
+    // second of video.
     let playlist = format!("http://127.0.0.1:{hls}/{broadcast}/master.m3u8");
+    let last = std::sync::Mutex::new(String::new());
     let probe = async {
         loop {
             tokio::time::sleep(Duration::from_millis(500)).await;
             let probed = output(
                 Command::new("ffprobe")
-                    .args(["-v", "error", "-count_packets"])
+                    // Two seconds of a live playlist: it would be read to its end.
+                    .args(["-v", "error", "-count_packets", "-read_intervals", "%+2"])
                     .args([
                         "-show_entries",
                         "stream=codec_name,width,height,nb_read_packets",
@@ -613,6 +611,7 @@ async fn try_rtmp_in_hls_out() -> anyhow::Result<()> {
                 Duration::from_secs(20),
             )
             .await;
+            *last.lock().unwrap() = format!("{probed:?}");
             if let Ok(out) = probed {
                 let text = String::from_utf8_lossy(&out).into_owned();
                 let video = text.lines().find(|l| l.contains("codec_name=h264"));
@@ -620,7 +619,7 @@ async fn try_rtmp_in_hls_out() -> anyhow::Result<()> {
                     .and_then(|l| l.rsplit("nb_read_packets=").next())
                     .and_then(|n| n.trim().parse::<u64>().ok())
                     .unwrap_or(0);
-                if frames >= 50 {
+                if frames >= 25 {
                     return text;
                 }
             }
@@ -628,7 +627,13 @@ async fn try_rtmp_in_hls_out() -> anyhow::Result<()> {
     };
     let probed = tokio::time::timeout(GRACE * 2, probe)
         .await
-        .with_context(|| format!("ffprobe never read two seconds of video; {}", logs()))?;
+        .with_context(|| {
+            format!(
+                "ffprobe never read a second of video (last: {}); {}",
+                last.lock().unwrap(),
+                logs()
+            )
+        })?;
     push.start_kill()?;
     ensure!(
         probed.contains("codec_name=h264|width=320|height=240"),

@@ -324,6 +324,41 @@ async fn fetch_reads_a_cached_group_from_a_frame_on() {
     }
 }
 
+/// A FETCH for a track the relay does not hold (moq-cli's HLS server fetches every segment
+/// this way, subscribing to nothing): the relay reads the track from the publisher and
+/// answers with the group once it arrives.
+#[tokio::test]
+async fn fetch_of_a_track_the_relay_does_not_hold_is_asked_of_its_publisher() {
+    let relay = Relay::new();
+    let publisher = publisher(&relay, Version::Lite06, "room/alice", &["video"]).await;
+    for seq in 0..3u64 {
+        let mut group = publisher.tracks[0].append_group().unwrap();
+        group
+            .write_frame(frame(seq * 1000, &format!("g{seq}")))
+            .unwrap();
+        group.finish();
+    }
+    let sub = subscriber(&relay, Version::Lite06).await;
+    // The announce reached the subscriber: the relay knows the broadcast, holds no track.
+    let interest = sub.origin.interest(path("")).unwrap();
+    let mut changed = Vec::new();
+    while sub.origin.consume(&path("room/alice"), None).is_none() {
+        tokio::time::timeout(TIMEOUT, interest.changed(&mut changed))
+            .await
+            .expect("announced");
+    }
+    let mut fetched = sub
+        .session
+        .fetch(path("room/alice"), "video", 1, 0)
+        .unwrap();
+    let first = tokio::time::timeout(TIMEOUT, fetched.next_frame())
+        .await
+        .expect("in time")
+        .expect("fetched")
+        .expect("a frame");
+    assert_eq!(&first.payload[..], b"g1");
+}
+
 /// A grant that allows paths under one prefix, per direction.
 #[derive(Debug)]
 struct Only {

@@ -69,10 +69,10 @@ pub(crate) async fn fetch<T: Transport>(
     let limits = &shared.config.limits;
     let _slot = shared.request_slot().await?;
     let msg: Fetch = request(shared, reader).await?;
-    let track = subscribe::resolve(shared, &msg.broadcast, &msg.track, None)?;
-    let mut group = track
-        .group(msg.group)
-        .ok_or(Error::Stream(StreamCode::NotFound))?;
+    let mut group = match cached(shared, &msg)? {
+        Some(group) => group,
+        None => pulled(shared, &msg).await?,
+    };
     group.seek(msg.frame_start as usize);
     // A fetched group ranks mid-span within its priority.
     writer.set_priority(send_order(
@@ -100,6 +100,54 @@ pub(crate) async fn fetch<T: Transport>(
     writer.finish()?;
     let _ = tokio::time::timeout(limits.request_timeout, reader.finished()).await;
     Ok(())
+}
+
+/// The fetched group, when the relay holds it; NOT_FOUND for a group past the latest of a
+/// track the relay holds (a FETCH reaches back, never ahead).
+fn cached<T: Transport>(
+    shared: &Arc<Shared<T>>,
+    msg: &Fetch,
+) -> Result<Option<starling_model::GroupConsumer>, Error> {
+    let track = subscribe::resolve(shared, &msg.broadcast, &msg.track, None)?;
+    if let Some(group) = track.group(msg.group) {
+        return Ok(Some(group));
+    }
+    match track.latest_sequence() {
+        Some(latest) if latest < msg.group => Err(Error::Stream(StreamCode::NotFound)),
+        _ => Ok(None),
+    }
+}
+
+/// A group the relay does not hold is asked of the track's source: the track is read from
+/// that group on (a reader reaching back as far as the source keeps, which the front pulls
+/// upstream), until the group arrives or the request times out (NOT_FOUND). moq-cli's HLS
+/// server fetches every segment's groups this way.
+async fn pulled<T: Transport>(
+    shared: &Arc<Shared<T>>,
+    msg: &Fetch,
+) -> Result<starling_model::GroupConsumer, Error> {
+    let start = starling_model::StartAt {
+        max_age_ms: u64::MAX / 4,
+        latest: false,
+        floor: Some(msg.group),
+        priority: msg.priority,
+    };
+    let track = subscribe::resolve(shared, &msg.broadcast, &msg.track, Some(start))?;
+    let arrived = async {
+        let mut seen = 0;
+        loop {
+            if let Some(group) = track.group(msg.group) {
+                return Ok(group);
+            }
+            if track.is_closed() {
+                return Err(Error::Stream(StreamCode::NotFound));
+            }
+            seen = track.groups_changed(seen).await;
+        }
+    };
+    tokio::time::timeout(shared.config.limits.request_timeout, arrived)
+        .await
+        .unwrap_or(Err(Error::Stream(StreamCode::NotFound)))
 }
 
 /// PROBE streams get our reports; a GOAWAY is read and noted.
