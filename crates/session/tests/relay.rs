@@ -340,13 +340,7 @@ async fn fetch_of_a_track_the_relay_does_not_hold_is_asked_of_its_publisher() {
     }
     let sub = subscriber(&relay, Version::Lite06).await;
     // The announce reached the subscriber: the relay knows the broadcast, holds no track.
-    let interest = sub.origin.interest(path("")).unwrap();
-    let mut changed = Vec::new();
-    while sub.origin.consume(&path("room/alice"), None).is_none() {
-        tokio::time::timeout(TIMEOUT, interest.changed(&mut changed))
-            .await
-            .expect("announced");
-    }
+    sub.announced("room/alice").await;
     let mut fetched = sub
         .session
         .fetch(path("room/alice"), "video", 1, 0)

@@ -159,11 +159,19 @@ impl Subscriber {
 
     /// Wait until `name` is announced, then read `track` from it at `start`.
     pub async fn track_from(&self, name: &str, track: &str, start: StartAt) -> TrackConsumer {
+        self.announced(name)
+            .await
+            .subscribe_track(track, start)
+            .expect("subscribe")
+    }
+
+    /// Wait until `name` is announced to this subscriber.
+    pub async fn announced(&self, name: &str) -> starling_model::BroadcastConsumer {
         let interest = self.origin.interest(Path::empty()).unwrap();
         let mut changed = Vec::new();
         loop {
             if let Some(b) = self.origin.consume(&path(name), None) {
-                return b.subscribe_track(track, start).expect("subscribe");
+                return b;
             }
             tokio::time::timeout(TIMEOUT, interest.changed(&mut changed))
                 .await
