@@ -18,7 +18,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{bail, ensure, Context as _};
-use common::{Binding, Case, MoqRelay, StarlingRelay};
+use common::{free_port, Binding, Case, MoqRelay, StarlingRelay};
 use starling_net::TlsVerify;
 use starling_proto::{ietf::Draft, Protocol, Version};
 use starling_relay::cluster::PeerEntry;
@@ -492,14 +492,6 @@ cases! {
     ts_lite06_starling_then_moq_relay: Version::Lite06, Ts, WebTransport, StarlingThenMoqRelay;
 }
 
-/// A TCP port free on 127.0.0.1 now (for moq-cli's RTMP and HLS listeners).
-fn free_tcp_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
 /// RTMP ingest as OBS does it, HLS out: ffmpeg pushes FLV over RTMP to `moq import rtmp
 /// --listen`, which publishes into Starling; `moq export hls` serves the broadcast from the
 /// relay, and ffprobe reads the playlist's segments: H.264 at the input's size and AAC.
@@ -523,7 +515,8 @@ async fn try_rtmp_in_hls_out() -> anyhow::Result<()> {
         Version::Lite06.into(),
         Transport::WebTransport,
     );
-    let (rtmp, hls) = (free_tcp_port(), free_tcp_port());
+    // moq-cli's RTMP and HLS listeners.
+    let (rtmp, hls) = (free_port()?, free_port()?);
     let broadcast = "live";
     let spawn = |args: Vec<String>, log: &str| -> anyhow::Result<tokio::process::Child> {
         Command::new(moq_cli())

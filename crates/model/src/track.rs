@@ -608,8 +608,13 @@ impl TrackProducer {
 
     /// Ready once the track ended, whoever ended it (a front closing ends its tracks).
     pub fn poll_closed(&self, cx: &mut Context<'_>) -> Poll<()> {
+        self.poll_until(cx, |state| state.closed.is_some())
+    }
+
+    /// Ready once `ready` holds of the track's state.
+    fn poll_until(&self, cx: &mut Context<'_>, ready: impl Fn(&TrackState) -> bool) -> Poll<()> {
         let mut state = self.shared.state.lock();
-        if state.closed.is_some() {
+        if ready(&state) {
             Poll::Ready(())
         } else {
             state.waiters.register(cx);
@@ -626,13 +631,7 @@ impl TrackProducer {
     /// the pull gives the track a grace to end as the publisher ends it, then ends it, so two
     /// relays left pulling a dead broadcast from each other let go.
     pub fn poll_front_gone(&self, cx: &mut Context<'_>) -> Poll<()> {
-        let mut state = self.shared.state.lock();
-        if state.front_gone {
-            Poll::Ready(())
-        } else {
-            state.waiters.register(cx);
-            Poll::Pending
-        }
+        self.poll_until(cx, |state| state.front_gone)
     }
 
     pub async fn front_gone(&self) {

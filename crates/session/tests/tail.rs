@@ -128,6 +128,18 @@ async fn ended_owing_group_one(version: Version) -> Ended {
     }
 }
 
+/// The owed group 1 arrives whole, then the track finishes.
+async fn group_one_then_the_end(track: &mut starling_model::TrackConsumer, version: Version) {
+    assert_eq!(read_group(track).await, (1, vec!["g1".to_string()]));
+    let end = tokio::time::timeout(TIMEOUT, track.next_group())
+        .await
+        .expect("the track ends");
+    assert!(
+        matches!(end, Ok(None)),
+        "{version}: after the owed group the track finishes, got {end:?}"
+    );
+}
+
 async fn a_group_arriving_after_the_end_is_still_delivered(version: Version) {
     tokio::time::pause();
     let mut ended = ended_owing_group_one(version).await;
@@ -135,17 +147,7 @@ async fn a_group_arriving_after_the_end_is_still_delivered(version: Version) {
     settle().await;
     send_group(&ended.peer, ended.upstream.id, 1, version).await;
 
-    assert_eq!(
-        read_group(&mut ended.track).await,
-        (1, vec!["g1".to_string()])
-    );
-    let end = tokio::time::timeout(TIMEOUT, ended.track.next_group())
-        .await
-        .expect("the track ends");
-    assert!(
-        matches!(end, Ok(None)),
-        "{version}: after the owed group the track finishes, got {end:?}"
-    );
+    group_one_then_the_end(&mut ended.track, version).await;
 }
 
 #[tokio::test]
@@ -223,14 +225,7 @@ async fn a_group_sent_just_before_the_publisher_closes_is_still_delivered(versio
     send_group(&ended.peer, ended.upstream.id, 1, version).await;
     ended.peer.close(0, "input ended");
 
-    assert_eq!(
-        read_group(&mut ended.track).await,
-        (1, vec!["g1".to_string()])
-    );
-    let end = tokio::time::timeout(TIMEOUT, ended.track.next_group())
-        .await
-        .expect("the track ends");
-    assert!(matches!(end, Ok(None)), "{version}: got {end:?}");
+    group_one_then_the_end(&mut ended.track, version).await;
 }
 
 #[tokio::test]

@@ -1077,7 +1077,7 @@ pub fn moq_relay_binary() -> PathBuf {
 const MOQ_RELAY_PORTS: std::ops::Range<u16> = 20_000..32_000;
 
 /// A port free on 127.0.0.1 for both UDP and TCP (as moq-relay binds both on it).
-fn free_port() -> anyhow::Result<u16> {
+pub fn free_port() -> anyhow::Result<u16> {
     use rand::Rng;
     let mut rng = rand::thread_rng();
     for _ in 0..200 {

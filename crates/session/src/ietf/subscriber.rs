@@ -424,8 +424,7 @@ pub(crate) async fn pull<T: Transport>(
         shared: shared.clone(),
         id: alias,
     };
-    // Armed when the track's front loses its last route while we pull it from a peer.
-    let mut ending: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
+    let mut front_gone = std::pin::pin!(crate::subscriber::front_gone_grace(track));
     loop {
         tokio::select! {
             msg = upstream.recv() => match msg? {
@@ -450,12 +449,9 @@ pub(crate) async fn pull<T: Transport>(
             },
             _ = &mut unused => break,
             _ = track.closed() => break,
-            _ = track.front_gone(), if ending.is_none() => {
-                ending = Some(Box::pin(tokio::time::sleep(crate::subscriber::FRONT_GONE_GRACE)));
-            }
             // The track did not end within the grace: it ends here, as a front's tracks do
             // with its last route.
-            _ = async { ending.as_mut().expect("armed").await }, if ending.is_some() => {
+            _ = &mut front_gone => {
                 track.abort(StreamCode::Internal);
                 break;
             }

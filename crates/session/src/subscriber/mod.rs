@@ -213,8 +213,7 @@ async fn pull<T: Transport>(
             .await?
             .ok_or(Error::Stream(StreamCode::Cancelled))?;
     }
-    // Armed when the track's front loses its last route while we pull it from a peer.
-    let mut ending: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
+    let mut front_gone = std::pin::pin!(front_gone_grace(track));
     loop {
         tokio::select! {
             response = next_response(&mut reader, shared.version, limits.max_control_message) => {
@@ -285,10 +284,7 @@ async fn pull<T: Transport>(
                 writer.finish()?;
                 return Ok(Pulled::Unused);
             }
-            _ = track.front_gone(), if ending.is_none() => {
-                ending = Some(Box::pin(tokio::time::sleep(FRONT_GONE_GRACE)));
-            }
-            _ = async { ending.as_mut().expect("armed").await }, if ending.is_some() => {
+            _ = &mut front_gone => {
                 // The track did not end within the grace: it ends here, as a front's
                 // tracks do with its last route.
                 writer.finish()?;
@@ -318,7 +314,14 @@ const OWED_GROUP_GRACE: Duration = Duration::from_secs(1);
 /// How long a track pulled through a cluster peer may go on once its front lost its last
 /// route (the publisher unannounced): time for the publisher to end it, as moq-cli does right
 /// after unannouncing, before the pull ends it (see `TrackProducer::front_gone`).
-pub(crate) const FRONT_GONE_GRACE: Duration = Duration::from_secs(1);
+const FRONT_GONE_GRACE: Duration = Duration::from_secs(1);
+
+/// Resolves [`FRONT_GONE_GRACE`] after the track's front lost its last route while we pull it
+/// from a peer: the pull then ends the track.
+pub(crate) async fn front_gone_grace(track: &starling_model::TrackProducer) {
+    track.front_gone().await;
+    tokio::time::sleep(FRONT_GONE_GRACE).await;
+}
 
 /// A track pulled over lite-01…04, which has no TRACK_INFO: moq-net's default max age (5 s), at
 /// a millisecond timescale (frames are stamped on arrival).
