@@ -107,6 +107,13 @@ impl Transport for AnyTransport {
         }
     }
 
+    fn measures_rtt(&self) -> bool {
+        match self {
+            AnyTransport::Quic(t) => t.measures_rtt(),
+            AnyTransport::Qmux(t) => t.measures_rtt(),
+        }
+    }
+
     fn set_receive_window(&self, bytes: u64) {
         match self {
             AnyTransport::Quic(t) => t.set_receive_window(bytes),

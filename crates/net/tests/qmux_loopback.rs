@@ -145,6 +145,19 @@ async fn websocket_streams_codes_and_close() {
     assert_eq!(within(c.closed()).await, TransportError::ClosedLocally);
 }
 
+/// A QMux-01 session measures round trips with QX_PING from the start, so a moq session over
+/// it advertises PROBE reports in its SETUP before the first sample is back (moq-dev's player
+/// otherwise never asks for them and buffers 100 ms for want of an RTT).
+#[tokio::test]
+async fn websocket_sessions_measure_round_trips_from_the_start() {
+    let (addr, mut accepted) = ws_server(&[MOQ_LITE_06]).await;
+    let client = dial(addr, "/", &[MOQ_LITE_06]).await.unwrap();
+    let server = within(accepted.recv()).await.unwrap();
+    assert_eq!(server.wire, WireVersion::Qmux01);
+    assert!(server.transport.measures_rtt());
+    assert!(client.transport.measures_rtt());
+}
+
 #[tokio::test]
 async fn websocket_subprotocol_negotiation() {
     let (addr, mut accepted) = ws_server(&[MOQ_LITE_06, MOQ_LITE_05]).await;

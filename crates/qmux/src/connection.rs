@@ -49,6 +49,9 @@ pub(crate) enum State {
 pub(crate) const MAX_LINGERING: usize = 4096;
 /// Ping responses we hold unsent before dropping the oldest.
 pub(crate) const MAX_PING_RESPONSES: usize = 64;
+/// After the first QX_PING round trip (which includes the peer's start-up), the next ping
+/// goes this soon rather than a whole `rtt_interval` later.
+pub(crate) const FIRST_RTT_RESAMPLE: Duration = Duration::from_millis(200);
 /// Largest reason carried in a close frame.
 pub(crate) const MAX_REASON: usize = 1024;
 
@@ -195,6 +198,11 @@ impl Connection {
     /// The latest QX_PING round trip.
     pub fn rtt(&self) -> Option<Duration> {
         self.rtt
+    }
+
+    /// Whether round trips are measured: QX_PING needs records (01+) and an interval.
+    pub fn measures_rtt(&self) -> bool {
+        self.config.rtt_interval.is_some() && self.config.version.uses_records()
     }
 
     /// Why the connection is closing or closed; `None` while open.

@@ -9,7 +9,9 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use crate::connection::{Connection, Event, State, MAX_LINGERING, MAX_PING_RESPONSES};
+use crate::connection::{
+    Connection, Event, State, FIRST_RTT_RESAMPLE, MAX_LINGERING, MAX_PING_RESPONSES,
+};
 use crate::error::{CloseReason, PeerError, TransportCode};
 use crate::frame::{Frame, StreamFrame};
 use crate::params::{negotiate_protocol, TransportParams};
@@ -128,6 +130,11 @@ impl Connection {
                     }
                     self.pings_out.pop_front();
                     if sent_seq == seq {
+                        // The first ping leaves with the connection's first records, so its
+                        // round trip includes the peer's start-up: measure again soon.
+                        if self.rtt.is_none() && self.config.rtt_interval.is_some() {
+                            self.next_rtt_ping = Some(now + FIRST_RTT_RESAMPLE);
+                        }
                         self.rtt = Some(now.saturating_duration_since(at));
                     }
                 }

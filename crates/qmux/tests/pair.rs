@@ -344,6 +344,36 @@ fn the_first_ping_goes_out_at_once() {
     assert!(p.client.rtt().is_some());
 }
 
+/// The first ping leaves with the first records, so its round trip can include the peer's
+/// start-up; the next one follows soon (200 ms), not a whole interval (5 s) later.
+#[test]
+fn a_slow_first_round_trip_is_measured_again_soon() {
+    let mut c = config(WireVersion::Qmux01, Framing::Message, Side::Client);
+    c.rtt_interval = Some(Duration::from_secs(5));
+    let start = Instant::now();
+    let late = start + Duration::from_millis(50);
+    let mut p = Pair {
+        client: Connection::new(c, start),
+        server: Connection::new(
+            config(WireVersion::Qmux01, Framing::Message, Side::Server),
+            start,
+        ),
+        now: late,
+        client_sent: Vec::new(),
+        server_sent: Vec::new(),
+    };
+    // The client's first records (its first ping due at once) reach a server that only
+    // answers 50 ms later.
+    p.client.handle_timeout(start);
+    while let Some(r) = p.client.poll_transmit(start) {
+        p.server.handle_record(r, late);
+    }
+    p.drive();
+    assert_eq!(p.client.rtt(), Some(Duration::from_millis(50)));
+    p.advance(Duration::from_millis(200));
+    assert_eq!(p.client.rtt(), Some(Duration::ZERO));
+}
+
 #[test]
 fn keep_alive_and_idle_timeout() {
     let mut p = Pair::new(WireVersion::Qmux01);

@@ -686,9 +686,10 @@ const CLOSE_SETTLE: std::time::Duration = std::time::Duration::from_secs(1);
 /// FIN fail as soon as their buffer is read, so the bound is only a backstop.
 const CLOSE_DRAIN: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// We report PROBEs when the transport measures an RTT (docs/wire.md §4.1 Probe).
+/// We report PROBEs when the transport measures an RTT (docs/wire.md §4.1 Probe), whether
+/// or not it has a sample yet.
 fn advertise_probe<T: Transport>(transport: &T, setup: &mut Setup) {
-    if transport.rtt_ms().is_some() {
+    if transport.measures_rtt() {
         setup.set_probe(ProbeLevel::Report);
     }
 }

@@ -67,6 +67,13 @@ pub trait Transport: Clone + Send + Sync + 'static {
         None
     }
 
+    /// Whether the binding measures round trips, even before its first sample: a session
+    /// advertises PROBE reports in its SETUP on this (a QMux connection has no sample until
+    /// its first QX_PING comes back, after SETUP is sent).
+    fn measures_rtt(&self) -> bool {
+        self.rtt_ms().is_some()
+    }
+
     /// Change how many bytes the peer may have in flight to us unread on this connection
     /// (the connection-level receive window). Growing takes effect at once; shrinking as
     /// the application reads, since credit already given cannot be taken back. Bindings

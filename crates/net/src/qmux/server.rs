@@ -111,22 +111,31 @@ pub fn supported_subprotocols<S: AsRef<str>>(alpns: &[S]) -> Vec<String> {
 /// The subprotocol to answer with: the first of ours (server preference) that the client
 /// offered, with its wire version and ALPN.
 ///
+/// After every `qmux-VV.<alpn>` pair, like moq-relay, a bare wire version (`qmux-02`,
+/// `qmux-01`, `qmux-00`) the client offered, with no ALPN (`None`): the moq version is then
+/// negotiated in band by SETUP (lite-01/02, `moql`), which the application decides on. That
+/// is what `@moq/net` 0.1.x (inside `@moq/publish` 0.2.17) offers when it is not told a
+/// protocol.
+///
 /// Unlike moq-relay, we refuse a client that offered nothing usable even when it offered no
-/// subprotocol at all: such a connection would use the legacy `webtransport` framing and
-/// in-band moq version negotiation, which only reaches lite-01/02 and draft-14, none of which
-/// Starling speaks. The caller answers HTTP 400.
+/// subprotocol at all, or only the bare `webtransport`: such a connection would use the
+/// pre-QMux `webtransport` framing, which Starling does not speak. The caller answers HTTP 400.
 pub fn select_subprotocol<S: AsRef<str>>(
     offered: &[String],
     alpns: &[S],
-) -> Option<(String, WireVersion, String)> {
-    alpns.iter().find_map(|alpn| {
+) -> Option<(String, WireVersion, Option<String>)> {
+    let was_offered = |candidate: &str| offered.iter().any(|o| o.trim() == candidate);
+    let paired = alpns.iter().find_map(|alpn| {
         versions_for(alpn.as_ref()).iter().find_map(|v| {
             let candidate = v.subprotocol(alpn.as_ref());
-            offered
-                .iter()
-                .any(|o| o.trim() == candidate)
-                .then(|| (candidate, *v, alpn.as_ref().to_owned()))
+            was_offered(&candidate).then(|| (candidate, *v, Some(alpn.as_ref().to_owned())))
         })
+    });
+    paired.or_else(|| {
+        WireVersion::ALL
+            .iter()
+            .find(|v| was_offered(v.as_str()))
+            .map(|v| (v.as_str().to_owned(), *v, None))
     })
 }
 
@@ -307,11 +316,11 @@ impl WebSocketAcceptor {
                 if let Some(windows) = windows {
                     windows.apply_qmux(&mut config);
                 }
-                let transport = super::start(config, WsCarrier::new(socket), Some(alpn.clone()));
-                tracing::debug!(?remote, %wire, %alpn, %path, "accepted WebSocket session");
+                let transport = super::start(config, WsCarrier::new(socket), alpn.clone());
+                tracing::debug!(?remote, %wire, ?alpn, %path, "accepted WebSocket session");
                 let accepted = QmuxAccepted {
                     transport,
-                    protocol: Some(alpn),
+                    protocol: alpn,
                     binding: QmuxBinding::WebSocket,
                     wire,
                     path: Some(path),
@@ -403,8 +412,12 @@ mod tests {
         ]);
         let (sub, wire, alpn) = select_subprotocol(&client, &alpns).unwrap();
         assert_eq!(
-            (sub.as_str(), wire, alpn.as_str()),
-            ("qmux-01.moq-lite-06", WireVersion::Qmux01, "moq-lite-06")
+            (sub.as_str(), wire, alpn.as_deref()),
+            (
+                "qmux-01.moq-lite-06",
+                WireVersion::Qmux01,
+                Some("moq-lite-06")
+            )
         );
         // Server preference wins over the client's order.
         let client = offered(&["qmux-00.moq-lite-05", "qmux-00.moq-lite-06"]);
@@ -415,16 +428,38 @@ mod tests {
         // Only 05 offered.
         let client = offered(&["qmux-01.moq-lite-05"]);
         assert_eq!(
-            select_subprotocol(&client, &alpns).unwrap().2,
-            "moq-lite-05"
+            select_subprotocol(&client, &alpns).unwrap().2.as_deref(),
+            Some("moq-lite-05")
         );
-        // qmux-02 pairs, bare values and nothing at all are refused.
-        assert!(select_subprotocol(
-            &offered(&["qmux-02.moq-lite-06", "qmux-01", "webtransport"]),
-            &alpns
-        )
-        .is_none());
+        // qmux-02 pairs, the bare pre-QMux `webtransport` and nothing at all are refused.
+        assert!(
+            select_subprotocol(&offered(&["qmux-02.moq-lite-06", "webtransport"]), &alpns)
+                .is_none()
+        );
         assert!(select_subprotocol(&[], &alpns).is_none());
+    }
+
+    /// A bare wire version (what @moq/net 0.1.x offers) is taken after every pair, newest
+    /// first, with no ALPN: the moq version is then chosen in band.
+    #[test]
+    fn bare_wire_versions_negotiate_in_band() {
+        let alpns = ["moq-lite-06", "moq-lite-05"];
+        let client = offered(&["qmux-01", "qmux-00", "webtransport"]);
+        assert_eq!(
+            select_subprotocol(&client, &alpns),
+            Some(("qmux-01".to_owned(), WireVersion::Qmux01, None))
+        );
+        let client = offered(&["qmux-00", "qmux-02"]);
+        assert_eq!(
+            select_subprotocol(&client, &alpns).map(|s| s.1),
+            Some(WireVersion::Qmux02)
+        );
+        // A pair still wins over a bare version.
+        let client = offered(&["qmux-01", "qmux-00.moq-lite-05"]);
+        assert_eq!(
+            select_subprotocol(&client, &alpns).unwrap().0,
+            "qmux-00.moq-lite-05"
+        );
     }
 
     #[test]

@@ -195,6 +195,10 @@ impl Transport for QmuxTransport {
         Some(u64::try_from(rtt.as_millis()).unwrap_or(u64::MAX))
     }
 
+    fn measures_rtt(&self) -> bool {
+        self.shared().lock().conn.measures_rtt()
+    }
+
     fn set_receive_window(&self, bytes: u64) {
         let mut inner = self.shared().lock();
         inner.conn.set_receive_window(bytes);
