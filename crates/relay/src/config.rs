@@ -221,8 +221,12 @@ pub struct HttpConfig {
     /// How long `/fetch` waits for a route, a group and its frames (moq-relay: 30 s); past
     /// it, a request still waiting for its group gets 504.
     pub fetch_timeout: Duration,
-    /// How often `/events` pushes a status snapshot; rates are averaged over this window.
+    /// How often `/events` pushes a status snapshot; rates are averaged over this window,
+    /// and the status page's series take one point per interval.
     pub status_interval: Duration,
+    /// How much of the relay's series the status page can draw (`/history.json`): the last
+    /// this long, one point per `status_interval`.
+    pub status_history: Duration,
     /// At most this many broadcasts and this many sessions are listed in a snapshot (totals
     /// are always exact), so a snapshot stays small on a busy relay.
     pub status_max_items: usize,
@@ -234,6 +238,7 @@ impl Default for HttpConfig {
             root: Path::empty(),
             fetch_timeout: Duration::from_secs(30),
             status_interval: Duration::from_secs(1),
+            status_history: Duration::from_secs(600),
             status_max_items: 1000,
             server: HttpLimits::default(),
             max_event_clients: 256,

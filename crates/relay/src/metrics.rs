@@ -71,6 +71,13 @@ pub enum Rejection {
 }
 
 impl Rejection {
+    pub const ALL: [Rejection; 4] = [
+        Rejection::Version,
+        Rejection::Handshake,
+        Rejection::Unauthorized,
+        Rejection::AuthUnavailable,
+    ];
+
     fn as_str(self) -> &'static str {
         match self {
             Rejection::Version => "version",
@@ -112,6 +119,30 @@ impl Totals {
 }
 
 /// The relay's metrics; cheap to clone.
+/// The relay as a whole at one instant, for the status page's series: cumulative counters
+/// (data and refusals, which the reader differences into rates) and gauges. Reading it costs
+/// one pass over the live sessions, like a scrape, without encoding anything.
+#[derive(Clone, Debug, Default)]
+pub struct Pulse {
+    pub sessions: usize,
+    /// Track subscriptions served to peers now.
+    pub subscriptions: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub frames_in: u64,
+    pub frames_out: u64,
+    /// Connections and requests refused since start, by reason (admission bounds, handshake
+    /// rejections, the HTTP connection bound).
+    pub refused: Vec<(&'static str, u64)>,
+    /// Windows plus incomplete units, of the relay-wide receive budget (when there is one).
+    pub receive_used: usize,
+    pub receive_total: usize,
+    pub cache_used: usize,
+    pub cache_total: usize,
+    /// How late the runtime runs a timer now, when measured.
+    pub lag: Option<std::time::Duration>,
+}
+
 #[derive(Clone, Default)]
 pub struct RelayMetrics {
     /// Shared with every session, so the tracks they pull count their cache drops here.
@@ -208,6 +239,70 @@ impl RelayMetrics {
             .lock()
             .expect("metrics lock")
             .add(stats, evictions);
+    }
+
+    /// Add what ended sessions left behind to `totals`.
+    fn add_ended(&self, totals: &mut Totals) {
+        let ended = self.ended.lock().expect("metrics lock");
+        totals.groups_sent += ended.groups_sent;
+        totals.frames_sent += ended.frames_sent;
+        totals.bytes_sent += ended.bytes_sent;
+        totals.groups_received += ended.groups_received;
+        totals.frames_received += ended.frames_received;
+        totals.bytes_received += ended.bytes_received;
+        totals.groups_skipped += ended.groups_skipped;
+        totals.budget_evictions += ended.budget_evictions;
+        for (code, count) in &ended.stream_errors {
+            *totals.stream_errors.entry(*code).or_default() += count;
+        }
+    }
+
+    /// The relay as a whole now ([`Pulse`]).
+    pub fn pulse(&self, sessions: &SessionRegistry) -> Pulse {
+        let mut totals = Totals::default();
+        let entries = sessions.list();
+        let mut subscriptions = 0u64;
+        for entry in &entries {
+            subscriptions += entry.session.load().0 as u64;
+            totals.add(entry.session.stats(), 0);
+        }
+        self.add_ended(&mut totals);
+        let mut refused: Vec<(&'static str, u64)> = Vec::new();
+        if let Some(admission) = &self.admission {
+            refused.extend(admission.refused().map(|(r, n)| (r.as_str(), n)));
+        }
+        for reason in Rejection::ALL {
+            let count = self
+                .rejected
+                .get_or_create(&ReasonLabels {
+                    reason: reason.as_str().to_string(),
+                })
+                .get();
+            refused.push((reason.as_str(), count));
+        }
+        refused.push((
+            "http_connections",
+            self.http.refused.load(Ordering::Relaxed),
+        ));
+        let pool = self.receive_pool();
+        Pulse {
+            sessions: entries.len(),
+            subscriptions,
+            bytes_in: totals.bytes_received,
+            bytes_out: totals.bytes_sent,
+            frames_in: totals.frames_received,
+            frames_out: totals.frames_sent,
+            refused,
+            receive_used: pool.as_ref().map_or(0, |p| p.windows + p.held),
+            receive_total: pool.as_ref().map_or(0, |p| p.total),
+            cache_used: self.cache.used(),
+            cache_total: self.cache.limit(),
+            lag: self
+                .admission
+                .as_ref()
+                .filter(|a| a.limits().max_lag.is_some())
+                .map(|a| a.lag(std::time::Instant::now())),
+        }
     }
 
     /// The Prometheus text exposition of everything, now.
@@ -330,20 +425,7 @@ impl RelayMetrics {
             interests += listening as i64;
             totals.add(entry.session.stats(), evictions);
         }
-        {
-            let ended = self.ended.lock().expect("metrics lock");
-            totals.groups_sent += ended.groups_sent;
-            totals.frames_sent += ended.frames_sent;
-            totals.bytes_sent += ended.bytes_sent;
-            totals.groups_received += ended.groups_received;
-            totals.frames_received += ended.frames_received;
-            totals.bytes_received += ended.bytes_received;
-            totals.groups_skipped += ended.groups_skipped;
-            totals.budget_evictions += ended.budget_evictions;
-            for (code, count) in &ended.stream_errors {
-                *totals.stream_errors.entry(*code).or_default() += count;
-            }
-        }
+        self.add_ended(&mut totals);
         registry.register("sessions", "Live sessions, by transport and version", live);
 
         let directed =

@@ -288,7 +288,8 @@ impl Relay {
                 self.inner.config.http_api.clone(),
             )
             .with_authority(self.inner.authority.clone())
-            .with_admission(self.admission.clone());
+            .with_admission(self.admission.clone())
+            .with_metrics(self.inner.metrics.clone());
             if let Some(pool) = self.inner.config.session_limits.recv_pool.clone() {
                 api = api.with_receive_pool(pool);
             }

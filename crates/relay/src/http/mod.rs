@@ -7,10 +7,12 @@
 
 mod access;
 mod announced;
+mod assets;
 mod cors;
 mod error;
 mod feed;
 mod fetch;
+mod history;
 mod listings;
 mod page;
 mod scope;
@@ -26,6 +28,7 @@ use starling_model::Origin;
 
 use crate::auth::Authority;
 use crate::config::HttpConfig;
+use crate::metrics::RelayMetrics;
 use crate::registry::SessionRegistry;
 
 pub use error::HttpError;
@@ -46,6 +49,8 @@ pub(crate) struct HttpState {
     listings: listings::Listings,
     /// The relay's admission gate: API requests are refused past its lag bound.
     admission: Option<Arc<starling_net::Admission>>,
+    /// The relay's recent series (`/history.json`), when the API was given its metrics.
+    history: Option<Arc<history::History>>,
 }
 
 /// Builds the relay's HTTP router.
@@ -60,6 +65,7 @@ pub struct HttpApi {
     authority: Option<Authority>,
     receive_pool: Option<starling_session::ReceivePool>,
     admission: Option<Arc<starling_net::Admission>>,
+    metrics: Option<RelayMetrics>,
 }
 
 impl HttpApi {
@@ -79,7 +85,15 @@ impl HttpApi {
             authority: None,
             receive_pool: None,
             admission: None,
+            metrics: None,
         }
+    }
+
+    /// Keep the relay's series over the last `config.status_history` from `metrics`
+    /// (`/history.json`, the status page's charts).
+    pub fn with_metrics(mut self, metrics: RelayMetrics) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// Refuse `/fetch` and `/announced` with 503 and Retry-After while `admission` finds the
@@ -112,12 +126,23 @@ impl HttpApi {
     /// The router. Starts the status ticker (it samples only while `/events` has clients and
     /// stops once the router is dropped), so call it inside a Tokio runtime.
     pub fn router(self) -> Router {
+        let history = self.metrics.map(|metrics| {
+            let history = history::History::new(
+                metrics,
+                self.sessions.clone(),
+                self.config.status_interval,
+                self.config.status_history,
+            );
+            history.spawn_ticker();
+            history
+        });
         let sampler = snapshot::Sampler::new(
             self.origin.clone(),
             self.sessions,
             self.config.status_interval,
             self.config.status_max_items,
             self.receive_pool,
+            history.clone(),
         );
         let feed = feed::StatusFeed::new(
             sampler,
@@ -132,6 +157,7 @@ impl HttpApi {
             fetches: Arc::new(tokio::sync::Semaphore::new(self.config.max_fetches)),
             listings: listings::Listings::default(),
             admission: self.admission,
+            history,
             config: self.config,
             feed,
         });
@@ -139,6 +165,8 @@ impl HttpApi {
             .route("/", get(page::status_page))
             .route("/status.json", get(feed::status_json))
             .route("/events", get(feed::events))
+            .route("/history.json", get(history::history_json))
+            .route("/assets/player.js", get(assets::player))
             .route("/announced", get(announced::announced_root))
             .route("/announced/{*prefix}", get(announced::announced_prefix))
             .route("/fetch/{*path}", get(fetch::fetch))

@@ -9,12 +9,14 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 use starling_model::Origin;
 use starling_proto::Path;
 
+use crate::http::history::{History, Point};
 use crate::registry::{SessionRegistry, SessionTransport};
 
 /// Everything the status page shows.
@@ -31,6 +33,8 @@ pub struct Snapshot {
     pub broadcasts: Broadcasts,
     /// The relay-wide receive budget, when the relay has one.
     pub receive: Option<ReceiveStatus>,
+    /// The newest point of the relay's series (`/history.json`), when it keeps one.
+    pub point: Option<Point>,
 }
 
 /// The relay-wide receive budget: connections' windows plus incomplete units, of a total.
@@ -108,6 +112,9 @@ pub struct BroadcastStatus {
     pub chain: Vec<u64>,
     pub cost_warm: u64,
     pub cost_cold: u64,
+    /// Announced over a cluster peer link (the last hop of `chain` is that peer's id), not
+    /// by a client session of this relay.
+    pub peer: bool,
     /// Learned from a peer (tracks pulled on demand) rather than published in process.
     pub dynamic: bool,
     pub tracks: Vec<TrackStatus>,
@@ -151,6 +158,7 @@ pub(crate) struct Sampler {
     max_items: usize,
     window: Window,
     receive_pool: Option<starling_session::ReceivePool>,
+    history: Option<Arc<History>>,
 }
 
 fn rate(now: u64, before: Option<u64>, seconds: f64) -> f64 {
@@ -167,6 +175,7 @@ impl Sampler {
         interval: Duration,
         max_items: usize,
         receive_pool: Option<starling_session::ReceivePool>,
+        history: Option<Arc<History>>,
     ) -> Self {
         Sampler {
             origin,
@@ -176,6 +185,7 @@ impl Sampler {
             max_items,
             window: Window::default(),
             receive_pool,
+            history,
         }
     }
 
@@ -229,6 +239,7 @@ impl Sampler {
                     starved: stats.starved,
                 }
             }),
+            point: self.history.as_ref().and_then(|history| history.latest()),
         }
     }
 
@@ -350,6 +361,7 @@ impl Sampler {
                 chain: entry.route.hops.to_vec(),
                 cost_warm: entry.route.cost.warm,
                 cost_cold: entry.route.cost.cold,
+                peer: entry.route.peer,
                 dynamic: entry.broadcast.is_dynamic(),
                 tracks,
             });
