@@ -175,11 +175,11 @@ async function getText(url, ms = 2000) {
  * "relay listening" log line and for GET /certificate.sha256 to answer with the fingerprint
  * the log line names. Retries on another port when the bind loses a race.
  */
-export async function startRelay() {
+export async function startRelay(args = [], name = "relay") {
   let lastError;
   for (let attempt = 0; attempt < 3; attempt++) {
     const port = await freePort();
-    const child = spawnChild("relay", starlingBin, ["relay", "--bind", `127.0.0.1:${port}`]);
+    const child = spawnChild(name, starlingBin, ["relay", "--bind", `127.0.0.1:${port}`, ...args]);
     try {
       const line = await child.waitForLine(/relay listening/, 15000);
       const logged = /fingerprint="?([0-9a-f]{64})/.exec(line)?.[1];
@@ -205,24 +205,37 @@ export const referenceRelayBin = [
   join(process.env.STARLING_CACHE ?? join(homedir(), ".cache/starling"), "moq-relay-0.17.10/bin/moq-relay"),
 ].find((p) => p && existsSync(p));
 
+/** moq-dev's media router, moq-cli 0.14.10 (scripts/install-peers.sh), when this machine has it. */
+export const moqCliBin = [
+  process.env.STARLING_MOQ_CLI,
+  join(process.env.STARLING_CACHE ?? join(homedir(), ".cache/starling"), "moq-cli-0.14.10/bin/moq"),
+].find((p) => p && existsSync(p));
+
+/** Debian's ffmpeg (scripts/install-ffmpeg.sh), when installed. */
+export const ffmpegBin = ["/usr/bin/ffmpeg"].find((p) => existsSync(p));
+
 /**
  * Starts the reference moq-relay on a free port (QUIC on UDP, HTTP with its WebSocket
- * endpoint on TCP, anonymous access) and waits for both of its "listening" log lines.
+ * endpoint on TCP, anonymous access) and waits for both of its "listening" log lines. `args`
+ * are added (cluster flags); the result carries its certificate's SHA-256 (`hash`).
  */
-export async function startReferenceRelay() {
+export async function startReferenceRelay(args = [], name = "moq-relay") {
   const port = await freePort();
   const bind = `127.0.0.1:${port}`;
-  const child = spawnChild("moq-relay", referenceRelayBin, [
+  const child = spawnChild(name, referenceRelayBin, [
     "--listen", bind,
     "--listen-tls-generate", "localhost",
     "--web-http-listen", bind,
     "--auth-public", "**",
     "--log-level", "info",
+    ...args,
   ]);
   try {
     await child.waitForLine(/listening .*kind="http"/, 15000);
     await child.waitForLine(/listening .*kind="quic"/, 15000);
-    return { child, port, url: `http://${bind}/` };
+    const url = `http://${bind}/`;
+    const hash = (await getText(new URL("/certificate.sha256", url))).text.trim();
+    return { child, port, url, hash };
   } catch (err) {
     await child.stop();
     throw err;
@@ -266,6 +279,13 @@ export function startCliPublisher({ relayUrl, broadcast, track, prefix = "line-"
   };
 }
 
+/** GET /status.json of a Starling relay. */
+export async function relayStatus(relay) {
+  const res = await fetch(new URL("/status.json", relay.url), { signal: AbortSignal.timeout(5000) });
+  if (res.status !== 200) throw new Error(`GET /status.json -> ${res.status}`);
+  return res.json();
+}
+
 /** Runs `starling subscribe … --count N` to completion and returns its stdout lines. */
 export async function runCliSubscriber({ relayUrl, broadcast, track, count, timeoutMs = 20000 }) {
   const child = spawnChild(`subscribe(${broadcast})`, starlingBin, [
@@ -295,11 +315,11 @@ export async function runCliSubscriber({ relayUrl, broadcast, track, count, time
   }
 }
 
-/** Bundles page/app.js (with @moq/net from node_modules) in memory. */
-export async function bundlePage() {
+/** Bundles a page script (page/app.js, page/media.js, with their npm imports) in memory. */
+export async function bundlePage(entry = "app.js") {
   const esbuild = await import("esbuild");
   const result = await esbuild.build({
-    entryPoints: [join(here, "page/app.js")],
+    entryPoints: [join(here, "page", entry)],
     bundle: true,
     format: "esm",
     platform: "browser",
@@ -311,11 +331,15 @@ export async function bundlePage() {
   return result.outputFiles[0].contents;
 }
 
-/** A static server on 127.0.0.1:0 for the test page and its bundle. */
+/** A static server on 127.0.0.1:0 for the test pages and their bundles. */
 export async function startStaticServer() {
+  const html = (file) => ({ type: "text/html; charset=utf-8", body: readFileSync(join(here, "page", file)) });
+  const script = async (entry) => ({ type: "text/javascript; charset=utf-8", body: await bundlePage(entry) });
   const files = new Map([
-    ["/", { type: "text/html; charset=utf-8", body: readFileSync(join(here, "page/index.html")) }],
-    ["/app.js", { type: "text/javascript; charset=utf-8", body: await bundlePage() }],
+    ["/", html("index.html")],
+    ["/app.js", await script("app.js")],
+    ["/media.html", html("media.html")],
+    ["/media.js", await script("media.js")],
   ]);
   const server = createServer((req, res) => {
     const path = new URL(req.url, "http://x").pathname;
@@ -341,7 +365,7 @@ export async function startStaticServer() {
  * Headless Chromium (Debian's /usr/bin/chromium) with a fresh --user-data-dir. Playwright
  * owns --user-data-dir, so it is passed as launchPersistentContext's directory.
  */
-export async function launchBrowser() {
+export async function launchBrowser({ args = [] } = {}) {
   const { chromium } = await import("playwright-core");
   const userDataDir = mkdtempSync(join(tmpdir(), "starling-chromium-"));
   const console = [];
@@ -351,7 +375,7 @@ export async function launchBrowser() {
       executablePath: chromiumPath,
       headless: true,
       chromiumSandbox: false,
-      args: chromiumArgs,
+      args: [...chromiumArgs, ...args],
       timeout: 30000,
       viewport: { width: 1280, height: 800 },
     });
