@@ -5,12 +5,13 @@
 #   scripts/browser-latency.sh                 # ROUNDS=5 FRAMES=200, WebTransport and WebSocket
 #   ROUNDS=2 TRANSPORTS=webtransport scripts/browser-latency.sh
 #
-# Builds the release relay (scripts/lib/peers.sh), installs Chromium, the npm packages and moq-relay when missing,
-# and writes target/browser-latency/<time>/{report.md,latency.json}.
+# Builds the release relay (scripts/lib/peers.sh), installs Chromium, the npm packages and
+# moq-relay when missing, and writes target/browser-latency/<time>/{report.md,latency.json}
+# (or $REPORT_DIR/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-OUT=${OUT_DIR:-target/browser-latency/$(date -u +%Y%m%dT%H%M%SZ)}
+OUT=${REPORT_DIR:-target/browser-latency/$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$OUT"
 
 scripts/install-browser.sh

@@ -199,6 +199,37 @@ export async function startRelay(args = [], name = "relay") {
   throw lastError;
 }
 
+/**
+ * Two Starling relays of a cluster: `origin` (cluster id 1001) and `edge` (1002), which dials
+ * the origin as its cluster peer with the origin's certificate pinned.
+ */
+export async function startStarlingCluster() {
+  const origin = await startRelay(["--cluster-id", "1001"], "origin");
+  const edge = await startRelay(
+    ["--cluster-id", "1002", "--cluster-connect", `https://127.0.0.1:${origin.port}/`,
+      "--connect-tls-fingerprint", origin.hash],
+    "edge",
+  );
+  return { origin, edge };
+}
+
+/**
+ * What the media tests share: a Starling cluster (`origin`, `edge`), the static server for the
+ * test pages and Chromium with a fake camera and microphone (`args`). Whatever started is
+ * returned even when another part failed (`error`), so the caller can stop it.
+ */
+export async function startMediaStage(args) {
+  checkPrerequisites();
+  const started = await Promise.allSettled([
+    startStarlingCluster(),
+    startStaticServer(),
+    withTimeout(launchBrowser({ args }), 45000, "launching chromium"),
+  ]);
+  const [cluster, site, browser] = started.map((s) => (s.status === "fulfilled" ? s.value : undefined));
+  const failed = started.find((s) => s.status === "rejected");
+  return { ...cluster, site, browser, error: failed?.reason };
+}
+
 /** The reference moq-relay 0.17.10 (scripts/install-peers.sh), when this machine has it. */
 export const referenceRelayBin = [
   process.env.STARLING_MOQ_RELAY,

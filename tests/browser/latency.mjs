@@ -22,7 +22,7 @@ import {
   launchBrowser,
   referenceRelayBin,
   startReferenceRelay,
-  startRelay,
+  startStarlingCluster,
   startStaticServer,
   stopAllChildren,
   withTimeout,
@@ -38,16 +38,6 @@ const TRANSPORTS = (process.env.TRANSPORTS ?? "webtransport,websocket").split(",
 checkPrerequisites();
 if (!referenceRelayBin) throw new Error("moq-relay 0.17.10 is not installed: run scripts/install-peers.sh");
 
-async function starlingPair() {
-  const origin = await startRelay(["--cluster-id", "1001"], "starling-origin");
-  const edge = await startRelay(
-    ["--cluster-id", "1002", "--cluster-connect", `https://127.0.0.1:${origin.port}/`,
-      "--connect-tls-fingerprint", origin.hash],
-    "starling-edge",
-  );
-  return { origin, edge };
-}
-
 async function moqRelayPair() {
   const origin = await startReferenceRelay(["--cluster-id", "2001"], "moq-relay-origin");
   const edge = await startReferenceRelay(
@@ -60,7 +50,7 @@ async function moqRelayPair() {
 const [site, browser, starling, moqRelay] = await Promise.all([
   startStaticServer(),
   withTimeout(launchBrowser({ args: fakeMediaArgs }), 45000, "launching chromium"),
-  starlingPair(),
+  startStarlingCluster(),
   moqRelayPair(),
 ]);
 

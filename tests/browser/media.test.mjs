@@ -12,14 +12,7 @@
 // Run: cargo build -p starling && scripts/install-browser.sh && node --test tests/browser/*.test.mjs
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import {
-  checkPrerequisites,
-  launchBrowser,
-  startRelay,
-  startStaticServer,
-  stopAllChildren,
-  withTimeout,
-} from "./harness.mjs";
+import { startMediaStage, stopAllChildren } from "./harness.mjs";
 import { fakeMediaArgs, publishAndWatch } from "./media-run.mjs";
 
 describe("@moq/publish -> Starling -> @moq/watch in headless Chromium", { timeout: 240000 }, () => {
@@ -29,24 +22,9 @@ describe("@moq/publish -> Starling -> @moq/watch in headless Chromium", { timeou
   let browser;
 
   before(async () => {
-    checkPrerequisites();
-    const started = await Promise.allSettled([
-      startRelay(["--cluster-id", "1001"], "origin"),
-      startStaticServer(),
-      withTimeout(launchBrowser({ args: fakeMediaArgs }), 45000, "launching chromium"),
-    ]);
-    [origin, site, browser] = started.map((s) => (s.status === "fulfilled" ? s.value : undefined));
-    const failed = started.find((s) => s.status === "rejected");
-    if (failed) throw failed.reason;
-    // The edge dials the origin as its cluster peer (certificate pinned).
-    edge = await startRelay(
-      [
-        "--cluster-id", "1002",
-        "--cluster-connect", `https://127.0.0.1:${origin.port}/`,
-        "--connect-tls-fingerprint", origin.hash,
-      ],
-      "edge",
-    );
+    const stage = await startMediaStage(fakeMediaArgs);
+    ({ origin, edge, site, browser } = stage);
+    if (stage.error) throw stage.error;
   });
 
   after(async () => {
@@ -80,8 +58,11 @@ describe("@moq/publish -> Starling -> @moq/watch in headless Chromium", { timeou
     // The relay reported its round trip (PROBE), so the player did not fall back to its
     // 100 ms default buffer.
     assert.ok(typeof watched.peerRtt === "number", `the player's RTT from the relay: ${watched.peerRtt}`);
-    // The latencies are real capture-to-render times on one clock: positive and not absurd.
-    assert.ok(latencies.every((ms) => ms > 0 && ms < 10000), `latencies ${latencies.slice(0, 10)}`);
+    // The latencies are capture-to-render times on one clock. Each run's share one offset:
+    // @moq/publish stamps frames from the moment its page handled the first one, which on a
+    // loaded machine can be 100 ms or more after its capture, so a latency may even read
+    // negative; on different clocks they would be off by the pages' start times or more.
+    assert.ok(latencies.every((ms) => ms > -1000 && ms < 10000), `latencies ${latencies.slice(0, 10)}`);
   }
 
   for (const transport of ["webtransport", "websocket"]) {

@@ -11,41 +11,25 @@ import { execFileSync } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import {
-  artifactsDir,
-  checkPrerequisites,
-  ffmpegBin,
-  moqCliBin,
-  launchBrowser,
-  repoRoot,
-  startRelay,
-  spawnChild,
-  startStaticServer,
-  stopAllChildren,
-  withTimeout,
-} from "./harness.mjs";
+import { artifactsDir, ffmpegBin, moqCliBin, repoRoot, spawnChild, startMediaStage, stopAllChildren } from "./harness.mjs";
 import { fakeMediaArgs } from "./media-run.mjs";
+import { canvasPicture } from "./page/picture.js";
 
 const shots = process.env.STARLING_UPDATE_SCREENSHOTS === "1" ? join(repoRoot, "docs/screenshots") : artifactsDir;
 const BROADCAST = "room/alice.hang";
 
-/** A fingerprint of what a canvas shows now: sampled pixels and how many are lit. */
-function canvasPicture(selector) {
-  const canvas = document.querySelector(selector);
-  if (!canvas || canvas.width === 0) return null;
-  const probe = document.createElement("canvas");
-  probe.width = 32;
-  probe.height = 18;
-  const ctx = probe.getContext("2d");
-  ctx.drawImage(canvas, 0, 0, 32, 18);
-  const data = ctx.getImageData(0, 0, 32, 18).data;
-  let hash = 2166136261;
-  let lit = 0;
-  for (let i = 0; i < data.length; i++) {
-    hash = Math.imul(hash ^ data[i], 16777619);
-    if (i % 4 !== 3 && data[i] > 32) lit++;
-  }
-  return { hash: hash >>> 0, lit };
+/** Resolves once the status page's player has painted three different, non-blank pictures. */
+function waitForPictures(page) {
+  return page.waitForFunction(
+    ({ source }) => {
+      const canvasPicture = new Function(`return (${source})`)();
+      const picture = canvasPicture(document.querySelector("#player canvas"));
+      if (picture && picture.lit > 50) (window.__pictures ??= new Set()).add(picture.hash);
+      return (window.__pictures?.size ?? 0) >= 3;
+    },
+    { source: canvasPicture.toString() },
+    { polling: 200, timeout: 30000 },
+  );
 }
 
 describe("the status page in headless Chromium", { timeout: 180000 }, () => {
@@ -55,19 +39,9 @@ describe("the status page in headless Chromium", { timeout: 180000 }, () => {
   let browser;
 
   before(async () => {
-    checkPrerequisites();
-    const started = await Promise.allSettled([
-      startRelay(["--cluster-id", "1001"], "origin"),
-      startStaticServer(),
-      withTimeout(launchBrowser({ args: fakeMediaArgs }), 45000, "launching chromium"),
-    ]);
-    [origin, site, browser] = started.map((s) => (s.status === "fulfilled" ? s.value : undefined));
-    const failed = started.find((s) => s.status === "rejected");
-    if (failed) throw failed.reason;
-    edge = await startRelay(
-      ["--cluster-id", "1002", "--cluster-connect", `https://127.0.0.1:${origin.port}/`, "--connect-tls-fingerprint", origin.hash],
-      "edge",
-    );
+    const stage = await startMediaStage(fakeMediaArgs);
+    ({ origin, edge, site, browser } = stage);
+    if (stage.error) throw stage.error;
     mkdirSync(shots, { recursive: true });
   });
 
@@ -120,15 +94,7 @@ describe("the status page in headless Chromium", { timeout: 180000 }, () => {
       await status.locator("#bv-watch").click();
       await status.locator("#player moq-watch canvas").waitFor();
       // The picture changes: three different frames painted with something on them.
-      await status.waitForFunction(
-        ({ fn }) => {
-          const picture = new Function(`return (${fn})`)()("#player canvas");
-          if (picture && picture.lit > 50) (window.__pictures ??= new Set()).add(picture.hash);
-          return (window.__pictures?.size ?? 0) >= 3;
-        },
-        { fn: canvasPicture.toString() },
-        { polling: 200, timeout: 30000 },
-      );
+      await waitForPictures(status);
       // With the player subscribed, the view lists the tracks with their rates and subscribers.
       await status.waitForFunction(() => {
         const rows = [...document.querySelectorAll("#bv-tracks tbody tr")].map((tr) => tr.innerText);
@@ -177,15 +143,7 @@ describe("the status page in headless Chromium", { timeout: 180000 }, () => {
         // Its catalog is found by the page's probe, so it gets a Watch button.
         await status.locator(`button.watch[data-path="${broadcast}"]`).click();
         await status.locator("#player moq-watch canvas").waitFor();
-        await status.waitForFunction(
-          ({ fn }) => {
-            const picture = new Function(`return (${fn})`)()("#player canvas");
-            if (picture && picture.lit > 50) (window.__pictures ??= new Set()).add(picture.hash);
-            return (window.__pictures?.size ?? 0) >= 3;
-          },
-          { fn: canvasPicture.toString() },
-          { polling: 200, timeout: 30000 },
-        );
+        await waitForPictures(status);
         await status.screenshot({ path: join(shots, "status-watch-moq-cli.png"), fullPage: true });
       } finally {
         await status.close();

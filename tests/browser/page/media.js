@@ -20,6 +20,7 @@
 //   (watch.timeOrigin + now) - (publish.timeOrigin + timestamp).
 import "@moq/publish/element";
 import "@moq/watch/element";
+import { canvasPicture } from "./picture.js";
 
 const MAX_RECORDS = 20000;
 
@@ -153,23 +154,10 @@ if (role === "publish") {
   });
 }
 
-/** A cheap fingerprint of what the canvas shows now (sampled pixels), for "the picture changes". */
+/** The player's picture now (page/picture.js), as a string; "" before it has one. */
 state.canvasHash = () => {
-  const canvas = stage.querySelector("canvas");
-  if (!canvas || canvas.width === 0) return "";
-  const probe = document.createElement("canvas");
-  probe.width = 32;
-  probe.height = 24;
-  const ctx = probe.getContext("2d");
-  ctx.drawImage(canvas, 0, 0, 32, 24);
-  const data = ctx.getImageData(0, 0, 32, 24).data;
-  let h = 2166136261;
-  let lit = 0;
-  for (let i = 0; i < data.length; i++) {
-    h = Math.imul(h ^ data[i], 16777619);
-    if (i % 4 !== 3 && data[i] > 16) lit++;
-  }
-  return `${(h >>> 0).toString(16)}:${lit}`;
+  const picture = canvasPicture(stage.querySelector("canvas"));
+  return picture ? `${picture.hash.toString(16)}:${picture.lit}` : "";
 };
 
 window.mediaReady = true;
