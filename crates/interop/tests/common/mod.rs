@@ -96,8 +96,9 @@ impl Case {
     }
 }
 
-/// Run one scenario under the whole-test budget; panics with the error chain on failure.
-pub async fn run<F: Future<Output = anyhow::Result<()>>>(case: Case, scenario: F) {
+/// Logs of the in-process relays to the test's output (shown when it fails), filtered by
+/// `RUST_LOG` (default `warn`).
+pub fn init_tracing() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -105,6 +106,11 @@ pub async fn run<F: Future<Output = anyhow::Result<()>>>(case: Case, scenario: F
         )
         .with_test_writer()
         .try_init();
+}
+
+/// Run one scenario under the whole-test budget; panics with the error chain on failure.
+pub async fn run<F: Future<Output = anyhow::Result<()>>>(case: Case, scenario: F) {
+    init_tracing();
     let started = Instant::now();
     match tokio::time::timeout(BUDGET, scenario).await {
         Ok(Ok(())) => {
