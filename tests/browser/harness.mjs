@@ -362,8 +362,8 @@ export async function bundlePage(entry = "app.js") {
   return result.outputFiles[0].contents;
 }
 
-/** A static server on 127.0.0.1:0 for the test pages and their bundles. */
-export async function startStaticServer() {
+/** A static server on 127.0.0.1 (`port`, default any free one) for the test pages and their bundles. */
+export async function startStaticServer(port = 0) {
   const html = (file) => ({ type: "text/html; charset=utf-8", body: readFileSync(join(here, "page", file)) });
   const script = async (entry) => ({ type: "text/javascript; charset=utf-8", body: await bundlePage(entry) });
   const files = new Map([
@@ -385,7 +385,7 @@ export async function startStaticServer() {
     }
     res.writeHead(200, { "content-type": file.type, "cache-control": "no-store" }).end(file.body);
   });
-  await new Promise((resolveListen) => server.listen(0, "127.0.0.1", resolveListen));
+  await new Promise((resolveListen) => server.listen(port, "127.0.0.1", resolveListen));
   return {
     url: `http://127.0.0.1:${server.address().port}/`,
     close: () => new Promise((resolveClose) => server.close(resolveClose)),
