@@ -118,7 +118,6 @@ impl Totals {
     }
 }
 
-/// The relay's metrics; cheap to clone.
 /// The relay as a whole at one instant, for the status page's series: cumulative counters
 /// (data and refusals, which the reader differences into rates) and gauges. Reading it costs
 /// one pass over the live sessions, like a scrape, without encoding anything.
@@ -143,6 +142,7 @@ pub struct Pulse {
     pub lag: Option<std::time::Duration>,
 }
 
+/// The relay's metrics; cheap to clone.
 #[derive(Clone, Default)]
 pub struct RelayMetrics {
     /// Shared with every session, so the tracks they pull count their cache drops here.
