@@ -130,11 +130,7 @@ async fn late_joiner_starts_at_the_latest_group() {
         let early = subscriber(&relay, version).await;
         let mut early_track = early.track("room/alice", "video").await;
         for seq in 0..3u64 {
-            let mut group = publisher.tracks[0].append_group().unwrap();
-            group
-                .write_frame(frame(seq * 1000, &format!("g{seq}")))
-                .unwrap();
-            group.finish();
+            write_group(&publisher.tracks[0], seq * 1000, &format!("g{seq}"));
             let (got, frames) = read_group(&mut early_track).await;
             assert_eq!((got, frames), (seq, vec![format!("g{seq}")]));
         }
@@ -332,11 +328,7 @@ async fn fetch_of_a_track_the_relay_does_not_hold_is_asked_of_its_publisher() {
     let relay = Relay::new();
     let publisher = publisher(&relay, Version::Lite06, "room/alice", &["video"]).await;
     for seq in 0..3u64 {
-        let mut group = publisher.tracks[0].append_group().unwrap();
-        group
-            .write_frame(frame(seq * 1000, &format!("g{seq}")))
-            .unwrap();
-        group.finish();
+        write_group(&publisher.tracks[0], seq * 1000, &format!("g{seq}"));
     }
     let sub = subscriber(&relay, Version::Lite06).await;
     // The announce reached the subscriber: the relay knows the broadcast, holds no track.

@@ -187,6 +187,13 @@ pub fn frame(ts: u64, payload: &str) -> Frame {
     }
 }
 
+/// Append a group holding the one frame `payload` at `ts`, and finish it.
+pub fn write_group(track: &TrackProducer, ts: u64, payload: &str) {
+    let mut group = track.append_group().unwrap();
+    group.write_frame(frame(ts, payload)).unwrap();
+    group.finish();
+}
+
 /// Read a whole group's payloads.
 pub async fn read_group(track: &mut TrackConsumer) -> (u64, Vec<String>) {
     let mut group = tokio::time::timeout(TIMEOUT, track.next_group())
