@@ -89,7 +89,7 @@ async fn subscribed(
 }
 
 /// A subscriber reading through the relay from the hand-driven publisher, after the publisher
-/// served group 0 and then sent END (exclusive 2) and FIN: group 1 is owed.
+/// served group 0 and then sent END (exclusive 2), and FIN when `fin`: group 1 is owed.
 struct Ended {
     peer: MemTransport,
     track: starling_model::TrackConsumer,
@@ -98,6 +98,10 @@ struct Ended {
 }
 
 async fn ended_owing_group_one(version: Version) -> Ended {
+    ended_owing_group_one_with(version, true).await
+}
+
+async fn ended_owing_group_one_with(version: Version, fin: bool) -> Ended {
     let relay = Relay::new();
     let (peer, mut upstreams) = raw_publisher(&relay, version).await;
     let (sub, mut track, mut upstream) = subscribed(&relay, version, &mut upstreams).await;
@@ -119,7 +123,9 @@ async fn ended_owing_group_one(version: Version) -> Ended {
         version,
     )
     .await;
-    upstream.send.finish().unwrap();
+    if fin {
+        upstream.send.finish().unwrap();
+    }
     Ended {
         peer,
         track,
@@ -236,6 +242,33 @@ async fn lite06_a_group_sent_just_before_the_publisher_closes_is_still_delivered
 #[tokio::test]
 async fn lite07_a_group_sent_just_before_the_publisher_closes_is_still_delivered() {
     a_group_sent_just_before_the_publisher_closes_is_still_delivered(Version::Lite07Wip).await;
+}
+
+/// A publisher that sends its END, its last group, and closes before finishing the
+/// subscription (moq-cli at the end of its input, at times): the END says what is owed, the
+/// owed group arrived, so the track is whole and finishes instead of failing with the session.
+async fn a_track_whose_end_arrived_finishes_when_the_publisher_closes_before_its_fin(
+    version: Version,
+) {
+    tokio::time::pause();
+    let mut ended = ended_owing_group_one_with(version, false).await;
+    settle().await;
+    send_group(&ended.peer, ended.upstream.id, 1, version).await;
+    ended.peer.close(0, "input ended");
+
+    group_one_then_the_end(&mut ended.track, version).await;
+}
+
+#[tokio::test]
+async fn lite06_a_track_whose_end_arrived_finishes_when_the_publisher_closes_before_its_fin() {
+    a_track_whose_end_arrived_finishes_when_the_publisher_closes_before_its_fin(Version::Lite06)
+        .await;
+}
+
+#[tokio::test]
+async fn lite07_a_track_whose_end_arrived_finishes_when_the_publisher_closes_before_its_fin() {
+    a_track_whose_end_arrived_finishes_when_the_publisher_closes_before_its_fin(Version::Lite07Wip)
+        .await;
 }
 
 /// An owed group that never comes does not hold the track open forever: after the grace (the

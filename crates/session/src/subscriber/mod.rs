@@ -217,7 +217,25 @@ async fn pull<T: Transport>(
     loop {
         tokio::select! {
             response = next_response(&mut reader, shared.version, limits.max_control_message) => {
-                match response? {
+                let response = match response {
+                    Ok(response) => response,
+                    Err(err) => match (err, end) {
+                        // The publisher declared the end, then its stream died with its
+                        // session before the FIN (moq-cli closes at the end of its input, at
+                        // times before finishing every subscription): the END still says what
+                        // is owed, and a track whose owed groups all arrived is whole.
+                        (err @ (Error::Transport(_) | Error::Closed), Some(end)) => {
+                            let owed = Owed { first, end, legacy: false };
+                            if owed.settle(track, &arrived, demand, window, &mut unused).await {
+                                tracing::debug!(track = track.name(), %err, "subscription ended after its END");
+                                return Ok(Pulled::Finished);
+                            }
+                            return Err(err);
+                        }
+                        (err, _) => return Err(err),
+                    },
+                };
+                match response {
                     Some(SubscribeResponse::Start { group }) => {
                         if first.is_none() && resume.is_some() {
                             // Unfinished groups below where the new source starts are lost.
@@ -228,40 +246,18 @@ async fn pull<T: Transport>(
                     Some(SubscribeResponse::End { group, streams: count }) => end = Some((group, count)),
                     Some(SubscribeResponse::Ok { .. } | SubscribeResponse::Drop { .. }) => {}
                     None => {
-                        // QUIC does not order streams: a group stream the publisher opened
-                        // before its END can reach us after the FIN. The subscription stays
-                        // routable until what is owed arrived, or for a grace (the max age
-                        // asked for, else 1 s), as moq-net waits: on lite-07 every stream the
-                        // END counts, from 05 every group from START to END, before 05 (no
-                        // END) whatever arrives within the grace.
-                        let (end, count) = match end {
+                        // Before 05 (no END) whatever arrives within the grace is the end.
+                        let legacy = !shared.version.has_track_stream();
+                        let end = match end {
                             Some(end) => end,
-                            None if !shared.version.has_track_stream() => (0, None),
+                            None if legacy => (0, None),
                             None => {
                                 return Err(Error::ProtocolViolation("subscribe FIN without END"))
                             }
                         };
-                        let grace = match demand.max_age_ms.min(window) {
-                            0 => OWED_GROUP_GRACE,
-                            ms => Duration::from_millis(ms),
-                        };
-                        let legacy = !shared.version.has_track_stream();
-                        let owed = async {
-                            match (count, first) {
-                                (Some(count), _) => {
-                                    arrived.streams.reached(count).await;
-                                }
-                                (None, Some(first)) if !legacy => track.arrived(first..end).await,
-                                (None, _) if legacy => std::future::pending::<()>().await,
-                                (None, _) => {}
-                            }
-                        };
-                        tokio::select! {
-                            _ = owed => {}
-                            _ = tokio::time::sleep(grace) => {
-                                tracing::debug!(track = track.name(), ?first, end, ?count, "owed group streams never arrived");
-                            }
-                            _ = &mut unused => {}
+                        let owed = Owed { first, end, legacy };
+                        if !owed.settle(track, &arrived, demand, window, &mut unused).await {
+                            tracing::debug!(track = track.name(), ?first, ?end, "owed group streams never arrived");
                         }
                         return Ok(Pulled::Finished);
                     }
@@ -290,6 +286,51 @@ async fn pull<T: Transport>(
                 writer.finish()?;
                 return Err(Error::Stream(StreamCode::Internal));
             }
+        }
+    }
+}
+
+/// What a subscription's end owes: the groups from SUBSCRIBE_START (`first`) to the END's
+/// exclusive group, or on lite-07 the number of streams the END counts.
+struct Owed {
+    first: Option<u64>,
+    /// (END's group, END's stream count).
+    end: (u64, Option<u64>),
+    /// Before 05: no END, so whatever arrives within the grace.
+    legacy: bool,
+}
+
+impl Owed {
+    /// Wait for what is owed. QUIC does not order streams: a group stream the publisher opened
+    /// before its END can reach us after the subscription's end. The subscription stays
+    /// routable until what is owed arrived, or for a grace (the max age asked for, else 1 s),
+    /// as moq-net waits. `true` when everything owed arrived (a legacy subscription never
+    /// knows, so waits out the grace and answers `false`), or the last reader left.
+    async fn settle(
+        &self,
+        track: &starling_model::TrackProducer,
+        arrived: &Upstream,
+        demand: Demand,
+        window: u64,
+        unused: &mut (impl std::future::Future<Output = ()> + Unpin),
+    ) -> bool {
+        let (end, count) = self.end;
+        let grace = match demand.max_age_ms.min(window) {
+            0 => OWED_GROUP_GRACE,
+            ms => Duration::from_millis(ms),
+        };
+        let owed = async {
+            match (count, self.first) {
+                (Some(count), _) => arrived.streams.reached(count).await,
+                (None, _) if self.legacy => std::future::pending::<()>().await,
+                (None, Some(first)) => track.arrived(first..end).await,
+                (None, None) => {}
+            }
+        };
+        tokio::select! {
+            _ = owed => true,
+            _ = tokio::time::sleep(grace) => false,
+            _ = unused => true,
         }
     }
 }
