@@ -27,18 +27,8 @@ use parking_lot::Mutex;
 use starling_proto::StreamCode;
 
 use crate::pool::{Borrower, Candidate, ReceivePool};
+use crate::rank::Rank;
 use crate::stop::Stop;
-
-/// How much a reader's buffered bytes are worth keeping.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Rank {
-    /// A data stream whose header has not been decoded yet.
-    Unknown,
-    /// A group of a subscription with this priority.
-    Data { priority: u8, sequence: u64 },
-    /// A control or request stream.
-    Control,
-}
 
 #[derive(Debug)]
 struct Member {

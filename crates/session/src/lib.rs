@@ -8,26 +8,34 @@
 
 mod budget;
 mod config;
+mod dispatch;
 mod error;
 mod frames;
 mod future_set;
 mod gate;
+mod handshake;
 mod ietf;
 mod inflight;
 mod ledger;
 mod pool;
 mod publisher;
+mod pulls;
+mod rank;
 mod reader;
 mod session;
+mod shared;
 mod stop;
 mod subscriber;
 mod writer;
 
-pub use budget::{Account, BudgetStats, Rank, RecvBudget, WindowSink, STREAM_CREDIT_COST};
+pub use budget::{Account, BudgetStats, RecvBudget, WindowSink, STREAM_CREDIT_COST};
 pub use config::{random_hop, Access, SessionConfig, SessionLimits};
 pub use error::Error;
 pub use frames::WHOLE_FRAME_BYTES;
+pub use handshake::{Accepting, ClientSetup};
 pub use ledger::{Held, LedgerStats, StateAccount, StateEntry, StateLedger};
 pub use pool::{PoolStats, ReceivePool, WindowRange, RECLAIM_EVERY};
+pub use rank::Rank;
 pub use reader::HEADERLESS_STREAM_COST;
-pub use session::{Accepting, ClientSetup, PeerSetup, Session, SessionStats};
+pub use session::Session;
+pub use shared::{PeerSetup, SessionStats};

@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::budget::Rank;
+use crate::rank::Rank;
 
 /// Reclaim passes are at least this far apart.
 pub const RECLAIM_EVERY: Duration = Duration::from_millis(100);

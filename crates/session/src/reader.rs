@@ -12,8 +12,9 @@ use starling_proto::{
 };
 use starling_transport::RecvStream;
 
-use crate::budget::{Account, Rank, RecvBudget};
+use crate::budget::{Account, RecvBudget};
 use crate::error::Error;
+use crate::rank::Rank;
 
 /// Most bytes taken from the transport per read.
 const READ_CHUNK: usize = 64 * 1024;

@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use super::request::Request;
 use crate::error::Error;
 use crate::publisher::View;
-use crate::session::Shared;
+use crate::shared::Shared;
 
 /// How matches reach the peer.
 enum Mode<'a, T: Transport> {

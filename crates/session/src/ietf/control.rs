@@ -12,10 +12,10 @@ use starling_transport::Transport;
 use tokio::sync::mpsc;
 
 use super::request::{read_control, Request, ROUTE_QUEUE};
-use super::state::Route;
 use crate::error::Error;
 use crate::reader::Reader;
-use crate::session::Shared;
+use crate::shared::ietf::Route;
+use crate::shared::Shared;
 
 /// Read the control stream until it or the session ends; its end ends the session.
 pub(crate) async fn run<T: Transport>(shared: Arc<Shared<T>>, mut reader: Reader<T::Recv>) {

@@ -15,7 +15,6 @@ mod data;
 mod publisher;
 mod request;
 mod setup;
-mod state;
 mod subscriber;
 
 use std::sync::Arc;
@@ -26,16 +25,15 @@ use starling_proto::ietf::Control;
 use starling_proto::StreamCode;
 use starling_transport::Transport;
 
-use crate::budget::Rank;
 use crate::error::Error;
+use crate::rank::Rank;
 use crate::reader::Reader;
-use crate::session::Shared;
+use crate::shared::Shared;
 
 pub(crate) use announce::advertise;
 pub(crate) use setup::send_goaway;
 pub(crate) use setup::{accept, connect, peer_of, start, Handshake, Started};
-pub(crate) use state::State;
-pub(crate) use subscriber::{datagram, pull, subscribe_namespace};
+pub(crate) use subscriber::{datagram, subscribe_namespace, IetfPull};
 
 use request::Request;
 

@@ -27,13 +27,13 @@ use starling_transport::Transport;
 
 use super::data::{write_fetch, Fetched, Subgroups};
 use super::request::Request;
-use super::state::Join;
 use super::{refusal_for, refuse, wire_stream_code};
 use crate::error::Error;
 use crate::gate::Gate;
 use crate::inflight::InFlight;
 use crate::publisher::{resolve, send_order};
-use crate::session::Shared;
+use crate::shared::ietf::Join;
+use crate::shared::Shared;
 use crate::writer::Writer;
 
 /// PUBLISH_DONE status codes (docs/wire-ietf.md §6.4).

@@ -10,11 +10,11 @@ use starling_proto::Path;
 use starling_transport::{Transport, TransportError};
 use tokio::sync::mpsc;
 
-use super::state::Route;
-use crate::budget::Rank;
 use crate::error::Error;
+use crate::rank::Rank;
 use crate::reader::Reader;
-use crate::session::Shared;
+use crate::shared::ietf::Route;
+use crate::shared::Shared;
 use crate::writer::Writer;
 
 /// Messages queued for one request on the control stream before its handler reads them; a

@@ -17,11 +17,12 @@ use starling_proto::ietf::{
 use starling_transport::Transport;
 
 use super::request::{control_writer, read_control};
-use super::state::State;
-use crate::budget::{Rank, RecvBudget};
+use crate::budget::RecvBudget;
 use crate::error::Error;
+use crate::rank::Rank;
 use crate::reader::Reader;
-use crate::session::{PeerSetup, Shared};
+use crate::shared::ietf::State;
+use crate::shared::{PeerSetup, Shared};
 
 /// What Starling calls itself in SETUP.
 const IMPLEMENTATION: &[u8] = b"starling";

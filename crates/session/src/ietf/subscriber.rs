@@ -30,9 +30,9 @@ use super::request::Request;
 use super::{refuse, wire_stream_code};
 use crate::error::Error;
 use crate::frames::{now_ms, read_payload};
+use crate::pulls::{front_gone_grace, unused, Pulled, Puller, Unregister};
 use crate::reader::Reader;
-use crate::session::{Shared, Upstream};
-use crate::subscriber::{unused, Pulled, Unregister};
+use crate::shared::{Shared, Upstream};
 
 /// How long a data stream waits for its track alias to be bound (moq-net waits as long).
 const ALIAS_WAIT: Duration = Duration::from_secs(1);
@@ -145,7 +145,8 @@ fn publish_route<T: Transport>(
     let handle = origin.publish(path, broadcast.consume(), route)?;
     shared.stats.routes.fetch_add(1, Ordering::Relaxed);
     let stop = CancellationToken::new();
-    let task = crate::subscriber::serve_requests(shared.clone(), wire.clone(), broadcast.clone());
+    let task =
+        crate::pulls::serve_requests(shared.clone(), wire.clone(), broadcast.clone(), IetfPull);
     let task_stop = stop.clone();
     shared.spawn(async move {
         tokio::select! {
@@ -347,10 +348,25 @@ fn refusal_code(code: u64, draft: starling_proto::ietf::Draft) -> StreamCode {
     }
 }
 
+/// The IETF drafts' pull.
+#[derive(Clone, Copy)]
+pub(crate) struct IetfPull;
+
+impl<T: Transport> Puller<T> for IetfPull {
+    fn pull<'a>(
+        self,
+        shared: &'a Arc<Shared<T>>,
+        wire: &'a Path,
+        request: &'a TrackRequest,
+    ) -> impl std::future::Future<Output = Result<Pulled, Error>> + Send + 'a {
+        pull(shared, wire, request)
+    }
+}
+
 /// Pull one track from the peer: SUBSCRIBE, the info from SUBSCRIBE_OK, the groups on their
 /// streams, until PUBLISH_DONE or no reader is left (then UNSUBSCRIBE on 14-16, STOP_SENDING
 /// and FIN from 17).
-pub(crate) async fn pull<T: Transport>(
+async fn pull<T: Transport>(
     shared: &Arc<Shared<T>>,
     wire: &Path,
     request: &TrackRequest,
@@ -424,7 +440,7 @@ pub(crate) async fn pull<T: Transport>(
         shared: shared.clone(),
         id: alias,
     };
-    let mut front_gone = std::pin::pin!(crate::subscriber::front_gone_grace(track));
+    let mut front_gone = std::pin::pin!(front_gone_grace(track));
     loop {
         tokio::select! {
             msg = upstream.recv() => match msg? {

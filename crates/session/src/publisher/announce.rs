@@ -11,7 +11,7 @@ use starling_transport::Transport;
 use super::announce_wire::AnnounceWire;
 use crate::error::Error;
 use crate::reader::Reader;
-use crate::session::Shared;
+use crate::shared::Shared;
 use crate::writer::Writer;
 
 /// What we last told the peer about one path.

@@ -14,7 +14,7 @@ use starling_transport::Transport;
 use crate::error::Error;
 use crate::frames::FrameWriter;
 use crate::reader::Reader;
-use crate::session::Shared;
+use crate::shared::Shared;
 use crate::writer::Writer;
 
 pub(crate) use announce::announce;

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use crate::error::Error;
 use crate::reader::Reader;
-use crate::session::Shared;
+use crate::shared::Shared;
 use crate::writer::Writer;
 
 const SAMPLE: Duration = Duration::from_millis(100);

@@ -25,7 +25,7 @@ use crate::frames::FrameWriter;
 use crate::gate::Gate;
 use crate::inflight::InFlight;
 use crate::reader::Reader;
-use crate::session::Shared;
+use crate::shared::Shared;
 use crate::writer::Writer;
 
 /// Where delivery starts for a SUBSCRIBE of this version (docs/wire.md §4.6 "Where delivery starts").

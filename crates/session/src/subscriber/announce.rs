@@ -14,10 +14,10 @@ use starling_proto::{
 use starling_transport::Transport;
 use tokio_util::sync::CancellationToken;
 
-use crate::budget::Rank;
 use crate::error::Error;
+use crate::rank::Rank;
 use crate::reader::Reader;
-use crate::session::{reset_code, Shared};
+use crate::shared::{reset_code, Shared};
 use crate::writer::Writer;
 
 /// One live announcement from the peer.
@@ -262,7 +262,12 @@ impl<T: Transport> Announces<T> {
             .origin
             .publish(path.clone(), broadcast.consume(), route)?;
         let stop = CancellationToken::new();
-        let task = super::serve_requests(self.shared.clone(), wire, broadcast.clone());
+        let task = crate::pulls::serve_requests(
+            self.shared.clone(),
+            wire,
+            broadcast.clone(),
+            super::LitePull,
+        );
         let task_stop = stop.clone();
         self.shared.spawn(async move {
             tokio::select! {

@@ -7,11 +7,11 @@ use starling_model::{GroupConsumer, GroupProducer};
 use starling_proto::{BidiType, Fetch, Path, StreamCode};
 use starling_transport::Transport;
 
-use crate::budget::Rank;
 use crate::error::Error;
 use crate::frames::FrameReader;
+use crate::rank::Rank;
 use crate::reader::Reader;
-use crate::session::{reset_code, Shared};
+use crate::shared::{reset_code, Shared};
 use crate::writer::Writer;
 
 /// Start fetching; the group fills as frames arrive and ends as the peer's stream does.

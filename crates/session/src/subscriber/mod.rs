@@ -8,100 +8,37 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use starling_model::{BroadcastProducer, Demand, Frame, TrackRequest};
+use starling_model::{Demand, Frame, TrackRequest};
 use starling_proto::{
     BidiType, GroupHeader, LegacySubscribeOk, Path, StreamCode, Subscribe, SubscribeResponse,
     SubscribeUpdate, Track, TrackInfo,
 };
 use starling_transport::Transport;
 
-use crate::budget::Rank;
 use crate::error::Error;
 use crate::frames::FrameReader;
+use crate::pulls::{front_gone_grace, source_lost, unused, Pulled, Puller, Unregister};
+use crate::rank::Rank;
 use crate::reader::Reader;
-use crate::session::{reset_code, Shared, Upstream};
+use crate::shared::{reset_code, Shared, Upstream};
 use crate::writer::Writer;
 
 pub(crate) use announce::announced;
 pub(crate) use fetch::{fetch, request as fetch_request};
 
-/// Answer the track requests of one broadcast the peer serves (`wire` is relative to the root).
-pub(crate) async fn serve_requests<T: Transport>(
-    shared: Arc<Shared<T>>,
-    wire: Path,
-    broadcast: Arc<BroadcastProducer>,
-) {
-    loop {
-        let request = tokio::select! {
-            biased;
-            _ = shared.closing.cancelled() => {
-                // The peer is gone: no new pull through it (see `Shared::closing`).
-                broadcast.close();
-                return;
-            }
-            request = broadcast.requested() => match request {
-                Some(request) => request,
-                None => return,
-            },
-        };
-        let task_shared = shared.clone();
-        let task_wire = wire.clone();
-        let task_broadcast = broadcast.clone();
-        shared.spawn(async move {
-            let pulling = task_shared.pulling();
-            let track = request.track().clone();
-            let result = if task_shared.ietf.is_some() {
-                crate::ietf::pull(&task_shared, &task_wire, &request).await
-            } else {
-                pull(&task_shared, &task_wire, &request).await
-            };
-            task_broadcast.remove_track(&track);
-            drop(track);
-            match result {
-                Ok(Pulled::Finished) => request.finish(),
-                Ok(Pulled::Unused) => request.abort(StreamCode::Cancelled),
-                Err(err) if source_lost(&err) => {
-                    tracing::debug!(?err, track = request.track().name(), "upstream lost");
-                    request.source_lost();
-                }
-                Err(err @ Error::Decode(_)) => {
-                    // An answer that does not decode (SUBSCRIBE_DROP on lite-07, say) is the
-                    // publisher breaking the protocol: its session closes.
-                    request.abort(err.stream_code());
-                    task_shared.fail(err);
-                }
-                Err(err) => {
-                    tracing::debug!(
-                        ?err,
-                        track = request.track().name(),
-                        "upstream subscription ended"
-                    );
-                    request.abort(err.stream_code());
-                }
-            }
-            drop(pulling);
-            // Cancelled with the session, the request is dropped unanswered and handed on.
-        });
-    }
-}
+/// The moq-lite pull (every lite version).
+#[derive(Clone, Copy)]
+pub(crate) struct LitePull;
 
-/// Whether an upstream error means the session serving it is gone (rather than the
-/// publisher refusing or ending the track): the track can then go to another route.
-fn source_lost(err: &Error) -> bool {
-    match err {
-        Error::Transport(_) => reset_code(err).is_none(),
-        Error::Closed => true,
-        Error::Stream(code) => matches!(code, StreamCode::GoingAway | StreamCode::SessionClosed),
-        _ => false,
+impl<T: Transport> Puller<T> for LitePull {
+    fn pull<'a>(
+        self,
+        shared: &'a Arc<Shared<T>>,
+        wire: &'a Path,
+        request: &'a TrackRequest,
+    ) -> impl std::future::Future<Output = Result<Pulled, Error>> + Send + 'a {
+        pull(shared, wire, request)
     }
-}
-
-/// How a pull ended without error.
-pub(crate) enum Pulled {
-    /// The publisher ended the track.
-    Finished,
-    /// The last reader left.
-    Unused,
 }
 
 /// Pull one track from the peer: TRACK for its info, then, once a reader of groups arrived,
@@ -352,18 +289,6 @@ async fn next_response<R: starling_transport::RecvStream>(
 /// How long an ended subscription waits for an owed group stream when it asked for no max age.
 const OWED_GROUP_GRACE: Duration = Duration::from_secs(1);
 
-/// How long a track pulled through a cluster peer may go on once its front lost its last
-/// route (the publisher unannounced): time for the publisher to end it, as moq-cli does right
-/// after unannouncing, before the pull ends it (see `TrackProducer::front_gone`).
-const FRONT_GONE_GRACE: Duration = Duration::from_secs(1);
-
-/// Resolves [`FRONT_GONE_GRACE`] after the track's front lost its last route while we pull it
-/// from a peer: the pull then ends the track.
-pub(crate) async fn front_gone_grace(track: &starling_model::TrackProducer) {
-    track.front_gone().await;
-    tokio::time::sleep(FRONT_GONE_GRACE).await;
-}
-
 /// A track pulled over lite-01…04, which has no TRACK_INFO: moq-net's default max age (5 s), at
 /// a millisecond timescale (frames are stamped on arrival).
 pub(crate) const LEGACY_TRACK_INFO: TrackInfo = TrackInfo {
@@ -371,29 +296,6 @@ pub(crate) const LEGACY_TRACK_INFO: TrackInfo = TrackInfo {
     max_age_ms: 5000,
     timescale: 1000,
 };
-
-/// Ready once no reader of `track` is left and none came back within `linger`.
-pub(crate) async fn unused(track: &starling_model::TrackProducer, linger: Duration) {
-    loop {
-        track.unused().await;
-        tokio::time::sleep(linger).await;
-        if track.consumers() == 0 {
-            return;
-        }
-    }
-}
-
-/// Forgets an upstream subscription (by subscribe id or IETF track alias) when dropped.
-pub(crate) struct Unregister<T: Transport> {
-    pub shared: Arc<Shared<T>>,
-    pub id: u64,
-}
-
-impl<T: Transport> Drop for Unregister<T> {
-    fn drop(&mut self) {
-        self.shared.upstream.lock().remove(&self.id);
-    }
-}
 
 /// TRACK → TRACK_INFO; our side stays open until the reply arrives (docs/wire.md §4.5).
 async fn request_info<T: Transport>(
