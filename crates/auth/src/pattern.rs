@@ -3,8 +3,6 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::patterns::Patterns;
-
 /// Why a string or a segment list is not a valid [`Pattern`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum InvalidPattern {
@@ -59,7 +57,7 @@ impl Segment {
     }
 
     /// Whether this segment matches one path segment (`**` is handled structurally).
-    fn matches(&self, part: &str) -> bool {
+    pub(crate) fn matches(&self, part: &str) -> bool {
         match self {
             Self::Literal(literal) => literal == part,
             Self::Wildcard => true,
@@ -128,8 +126,8 @@ impl fmt::Display for Segment {
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Pattern {
     text: String,
-    segments: Vec<Segment>,
-    globstar: Option<usize>,
+    pub(crate) segments: Vec<Segment>,
+    pub(crate) globstar: Option<usize>,
 }
 
 impl Pattern {
@@ -319,54 +317,13 @@ impl Pattern {
         }
     }
 
-    /// The patterns that, relative to the literal `root`, match exactly the paths this one
-    /// matches beneath `root`. Set-valued: `**/a` at `a` is both `` and `**/a`.
-    pub fn rebase(&self, root: &str) -> Patterns {
-        let root: Vec<&str> = split_path(root).collect();
-        let mut out = Patterns::new();
-        let matches_run = |segments: &[Segment], parts: &[&str]| {
-            segments.iter().zip(parts).all(|(s, p)| s.matches(p))
-        };
-        let build = |segments: &[Segment]| {
-            Pattern::new(segments.to_vec()).expect("a rebased pattern is valid")
-        };
-        match self.globstar {
-            None => {
-                if root.len() <= self.segments.len() && matches_run(&self.segments, &root) {
-                    out.insert(build(&self.segments[root.len()..]));
-                }
-            }
-            Some(index) => {
-                let (head, tail) = self.split();
-                if root.len() <= head.len() {
-                    if matches_run(head, &root) {
-                        out.insert(build(&self.segments[root.len()..]));
-                    }
-                    return out;
-                }
-                if !matches_run(head, &root) {
-                    return out;
-                }
-                // The root reaches into the `**`: it either swallows the rest of the root,
-                // or closed inside it with part of the tail matching the root's end.
-                let rest = &root[head.len()..];
-                out.insert(build(&self.segments[index..]));
-                for consumed in 1..=tail.len().min(rest.len()) {
-                    if matches_run(&tail[..consumed], &rest[rest.len() - consumed..]) {
-                        out.insert(build(&tail[consumed..]));
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    /// This pattern placed beneath the literal `root`; the inverse of [`rebase`](Self::rebase).
+    /// This pattern placed beneath the literal `root`; the inverse of [`rebase`](Self::rebase) (in
+    /// `patterns`, since a rebased pattern is a union).
     pub fn rooted(&self, root: &str) -> Result<Self, InvalidPattern> {
         Self::new(literal_segments(root).chain(self.segments.iter().cloned()))
     }
 
-    fn split(&self) -> (&[Segment], &[Segment]) {
+    pub(crate) fn split(&self) -> (&[Segment], &[Segment]) {
         match self.globstar {
             Some(index) => (&self.segments[..index], &self.segments[index + 1..]),
             None => (&self.segments, &[]),
@@ -374,7 +331,7 @@ impl Pattern {
     }
 }
 
-fn split_path(path: &str) -> impl Iterator<Item = &str> {
+pub(crate) fn split_path(path: &str) -> impl Iterator<Item = &str> {
     path.split('/').filter(|part| !part.is_empty())
 }
 

@@ -1,6 +1,7 @@
-//! A union of patterns, reduced so that no member contains another.
+//! A union of patterns, reduced so that no member contains another, and rebasing a pattern
+//! beneath a root, which yields such a union.
 
-use crate::pattern::{InvalidPattern, Pattern};
+use crate::pattern::{split_path, InvalidPattern, Pattern, Segment};
 
 /// A grant: a union of patterns in canonical order, with no member contained by another.
 ///
@@ -120,5 +121,49 @@ impl<'de> serde::Deserialize<'de> for Patterns {
         Ok(Vec::<Pattern>::deserialize(deserializer)?
             .into_iter()
             .collect())
+    }
+}
+
+impl Pattern {
+    /// The patterns that, relative to the literal `root`, match exactly the paths this one
+    /// matches beneath `root`. Set-valued: `**/a` at `a` is both `` and `**/a`.
+    pub fn rebase(&self, root: &str) -> Patterns {
+        let root: Vec<&str> = split_path(root).collect();
+        let mut out = Patterns::new();
+        let matches_run = |segments: &[Segment], parts: &[&str]| {
+            segments.iter().zip(parts).all(|(s, p)| s.matches(p))
+        };
+        let build = |segments: &[Segment]| {
+            Pattern::new(segments.to_vec()).expect("a rebased pattern is valid")
+        };
+        match self.globstar {
+            None => {
+                if root.len() <= self.segments.len() && matches_run(&self.segments, &root) {
+                    out.insert(build(&self.segments[root.len()..]));
+                }
+            }
+            Some(index) => {
+                let (head, tail) = self.split();
+                if root.len() <= head.len() {
+                    if matches_run(head, &root) {
+                        out.insert(build(&self.segments[root.len()..]));
+                    }
+                    return out;
+                }
+                if !matches_run(head, &root) {
+                    return out;
+                }
+                // The root reaches into the `**`: it either swallows the rest of the root,
+                // or closed inside it with part of the tail matching the root's end.
+                let rest = &root[head.len()..];
+                out.insert(build(&self.segments[index..]));
+                for consumed in 1..=tail.len().min(rest.len()) {
+                    if matches_run(&tail[..consumed], &rest[rest.len() - consumed..]) {
+                        out.insert(build(&tail[consumed..]));
+                    }
+                }
+            }
+        }
+        out
     }
 }

@@ -19,6 +19,7 @@ pub mod http_server;
 pub mod overload;
 pub mod qmux;
 pub mod quic;
+mod quic_shared;
 pub mod server;
 pub mod setup;
 mod stream;

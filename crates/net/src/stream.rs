@@ -7,7 +7,7 @@ use starling_transport::{RecvStream, SendStream, TransportError};
 
 use crate::codes::{decode_stream_code, encode_stream_code};
 use crate::credit::Direction;
-use crate::transport::Shared;
+use crate::quic_shared::Shared;
 
 /// The moq-lite stream code (CANCELLED, docs/wire.md §7.1) sent when a stream handle is dropped
 /// before it was finished, reset, stopped or read to the end.

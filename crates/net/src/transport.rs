@@ -10,9 +10,9 @@ use starling_transport::{Transport, TransportError};
 use web_transport_quinn::{Session, SessionError};
 
 use crate::alpn::Binding;
-use crate::codes::{connection_error, session_error};
 use crate::credit::{Direction, StreamCredit, StreamLimits};
 use crate::quic::QuicConfig;
+use crate::quic_shared::Shared;
 use crate::stream::{QuicRecvStream, QuicSendStream};
 
 /// A session over QUIC, cheap to clone (all clones are the same session).
@@ -26,57 +26,6 @@ use crate::stream::{QuicRecvStream, QuicSendStream};
 #[derive(Clone)]
 pub struct QuicTransport {
     shared: Arc<Shared>,
-}
-
-pub(crate) struct Shared {
-    pub(crate) session: Session,
-    pub(crate) binding: Binding,
-    /// The peer's concurrent-stream credit, grown as it is used.
-    pub(crate) credit: StreamCredit,
-    /// Set by our own `close`, to tell it apart from web-transport-quinn's latching of
-    /// "locally closed" when it tears the connection down after the peer ended the session.
-    closed_locally: AtomicBool,
-}
-
-impl Shared {
-    /// Translate a connection-level failure, preferring the session's latched close reason
-    /// (our own close, a capsule, or the raw peer close) over the bare quinn error.
-    pub(crate) fn connection_error(&self, err: &quinn::ConnectionError) -> TransportError {
-        let err = match self.session.close_reason() {
-            Some(reason) => session_error(self.binding, &reason),
-            None => connection_error(self.binding, err),
-        };
-        self.attribute(err)
-    }
-
-    pub(crate) fn session_error(&self, err: &SessionError) -> TransportError {
-        self.attribute(session_error(self.binding, err))
-    }
-
-    /// On WebTransport, web-transport-quinn records "locally closed" whenever its CONNECT
-    /// stream reader ends without a CLOSE_WEBTRANSPORT_SESSION capsule, including when the
-    /// peer FINs that stream or the connection dies under it. Unless we closed the session
-    /// ourselves, report what the QUIC connection says instead (a CONNECT FIN without a
-    /// capsule means the peer closed with code 0).
-    fn attribute(&self, err: TransportError) -> TransportError {
-        if err != TransportError::ClosedLocally
-            || self.binding == Binding::RawQuic
-            || self.closed_locally.load(Ordering::Acquire)
-        {
-            return err;
-        }
-        let conn: &quinn::Connection = &self.session;
-        match conn
-            .close_reason()
-            .map(|e| connection_error(self.binding, &e))
-        {
-            None | Some(TransportError::ClosedLocally) => TransportError::ClosedByPeer {
-                code: 0,
-                reason: String::new(),
-            },
-            Some(other) => other,
-        }
-    }
 }
 
 /// How long refused stream-credit growth waits before it is tried again.

@@ -15,7 +15,7 @@
 
 use bytes::BufMut;
 
-use crate::coding::DecodeError;
+use crate::error::DecodeError;
 use crate::limits;
 
 /// Largest encodable value, 2^62 - 1.

@@ -7,6 +7,7 @@
 //! age through the shared [`cache`], and live sessions are re-checked on the same bound.
 
 mod cache;
+mod config;
 mod decision;
 mod keys;
 mod lease;
@@ -20,10 +21,10 @@ use std::time::{Duration, SystemTime};
 use starling_auth::{AuthError, Pattern, Patterns, Permissions, Segment};
 use starling_proto::{Path, Role};
 
-use crate::config::AuthConfig;
 use cache::DecisionCache;
 use server::{AuthServer, EndReporter, ServerCounters};
 
+pub use config::AuthConfig;
 pub use decision::{Decision, Moment, Refusal, SessionFacts};
 pub use keys::KeySource;
 pub use lease::{Lease, LeaseEnd};
