@@ -25,6 +25,7 @@ use crate::connect::{ConnectArgs, Dialer};
 use crate::error::LoadError;
 use crate::publisher::{connect_publisher, track_name, Publication};
 use crate::recorder::Recorder;
+use crate::report::ChurnReport;
 use crate::run::{announced, interruptible, unix_ms, RunOptions, Stop};
 use crate::summary::Summary;
 use crate::usage::UsageProbes;
@@ -89,17 +90,6 @@ impl ChurnArgs {
         }
         Ok(())
     }
-}
-
-/// What a churn run carried.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct ChurnReport {
-    /// Broadcasts whose every track carried every group (those cut short by the run's end
-    /// are not counted, though their groups are).
-    pub broadcasts: u64,
-    /// Their tracks.
-    pub tracks: u64,
-    pub groups_per_second: f64,
 }
 
 /// What every worker shares.

@@ -2,7 +2,7 @@
 
 use starling_proto::PathError;
 
-use crate::community::access::AccessError;
+use crate::access::AccessError;
 use crate::connect::ConnectError;
 use crate::http_fetch::FetchError;
 use crate::publisher::PublishError;

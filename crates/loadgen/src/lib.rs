@@ -9,6 +9,7 @@
 //! frame carries its sequence and scheduled send time ([`frame`]), so delivery latency is
 //! measured from when the frame was due and loss from gaps in the sequence ([`loss`]).
 
+pub mod access;
 pub mod burst;
 pub mod cdf;
 pub mod churn;
@@ -30,6 +31,7 @@ pub mod progress;
 pub mod publisher;
 pub mod reader;
 pub mod recorder;
+pub mod report;
 pub mod run;
 pub mod summary;
 pub mod usage;

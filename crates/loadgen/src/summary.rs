@@ -152,10 +152,10 @@ pub struct Summary {
     pub idle: Vec<IdleMemory>,
     /// What a `community` run adds.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub community: Option<crate::community::CommunityReport>,
+    pub community: Option<crate::report::CommunityReport>,
     /// What a `churn` run adds.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub churn: Option<crate::churn::ChurnReport>,
+    pub churn: Option<crate::report::ChurnReport>,
     /// The distributions behind `latency`, in display order (for the text and the CDF).
     #[serde(skip)]
     pub distributions: Vec<(String, Snapshot)>,

@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use url::Url;
 
-use super::access::with_token;
 use super::layout::{Channel, TRACK};
 use super::Plan;
+use crate::access::with_token;
 use crate::burst::AgentKind;
 use crate::http_fetch::{fetch_latest, fetch_url, FetchError};
 use crate::recorder::Recorder;

@@ -1,4 +1,4 @@
-//! The community's credentials: two signing keys in a key directory, the tokens they sign,
+//! A run's credentials (the community scenario's): two signing keys in a key directory, the tokens they sign,
 //! and removing members by deleting a key.
 //!
 //! The relay (`--auth-key-dir DIR`) or its auth server (`moq auth serve --key-dir DIR`)
