@@ -1,5 +1,5 @@
-//! A run's credentials (the community scenario's): two signing keys in a key directory, the tokens they sign,
-//! and removing members by deleting a key.
+//! A run's credentials (the community scenario's): two signing keys in a key directory,
+//! the tokens they sign, and removing members by deleting a key.
 //!
 //! The relay (`--auth-key-dir DIR`) or its auth server (`moq auth serve --key-dir DIR`)
 //! verifies each token against `DIR/{kid}.jwk`, read per decision. Members who stay are

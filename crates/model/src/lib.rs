@@ -8,6 +8,7 @@ mod error;
 mod front;
 mod group;
 mod origin;
+mod route;
 mod stats;
 mod track;
 mod waiters;
@@ -17,7 +18,8 @@ pub use cache::CacheBudget;
 pub use error::ModelError;
 pub use front::TrackRequest;
 pub use group::{Frame, GroupConsumer, GroupProducer};
-pub use origin::{fnv_key, Announced, Interest, Origin, OriginLimits, Route, RouteHandle};
+pub use origin::{Announced, Interest, Origin, OriginLimits, RouteHandle};
+pub use route::{fnv_key, Route};
 pub use stats::{TrackStats, TrackSummary};
 pub use track::{Demand, StartAt, TrackConsumer, TrackInfo, TrackProducer};
 

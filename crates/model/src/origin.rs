@@ -17,81 +17,13 @@ use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 
 use parking_lot::Mutex;
-use starling_proto::{Path, RouteCost};
+use starling_proto::Path;
 
 use crate::broadcast::{BroadcastConsumer, BroadcastShared};
 use crate::error::ModelError;
 use crate::front::{FrontHome, FrontKey, TrackRequest};
+use crate::route::Route;
 use crate::waiters::Waiters;
-
-/// One way to reach a broadcast.
-#[derive(Clone, Debug)]
-pub struct Route {
-    /// Origin hop ids, original publisher first; excludes this endpoint.
-    pub hops: Arc<[u64]>,
-    pub cost: RouteCost,
-    /// Learned over a cluster peer link: ties between equal peer routes are broken by a hash
-    /// of the path and chain that every relay computes alike, so a mesh picks one upstream.
-    pub peer: bool,
-}
-
-impl Route {
-    pub fn local() -> Self {
-        Route {
-            hops: Arc::from(Vec::new()),
-            cost: RouteCost { warm: 0, cold: 0 },
-            peer: false,
-        }
-    }
-
-    /// A learned route with this chain and cost.
-    pub fn learned(hops: Vec<u64>, cost: RouteCost, peer: bool) -> Self {
-        Route {
-            hops: Arc::from(hops),
-            cost,
-            peer,
-        }
-    }
-
-    /// moq-relay 0.17.10's order, lowest first: chains naming every hop before anonymous ones
-    /// (a 0 anywhere), warm, cold, fewer hops (a broadcast published here has none), then, for
-    /// routes learned from cluster peers, [`fnv_key`] of the path and chain. The newest entry
-    /// breaks what is left.
-    fn rank(&self, path: &Path) -> (bool, u64, u64, usize, u64) {
-        (
-            self.hops.contains(&0),
-            self.cost.warm,
-            self.cost.cold,
-            self.hops.len(),
-            if self.peer {
-                fnv_key(path, &self.hops)
-            } else {
-                0
-            },
-        )
-    }
-}
-
-/// FNV-1a (64-bit, basis `0x420C0DECB00B`) over the path's bytes, then each hop as 8
-/// little-endian bytes: the tie-break moq-relay uses between equal peer routes.
-pub fn fnv_key(path: &Path, hops: &[u64]) -> u64 {
-    const BASIS: u64 = 0x420C_0DEC_B00B;
-    const PRIME: u64 = 0x0100_0000_01B3;
-    let mut hash = BASIS;
-    let mut eat = |byte: u8| {
-        hash ^= byte as u64;
-        hash = hash.wrapping_mul(PRIME);
-    };
-    for byte in path.as_str().bytes() {
-        eat(byte);
-    }
-    for hop in hops {
-        for byte in hop.to_le_bytes() {
-            eat(byte);
-        }
-    }
-    hash
-}
 
 /// The broadcast a path resolves to, with the route that reaches it.
 #[derive(Clone, Debug)]

@@ -3,7 +3,7 @@
 //! Each value is a copy taken under one lock of the object it describes; reading statistics
 //! never creates a reader, never wakes anyone and never changes what the cache keeps.
 
-use crate::track::TrackInfo;
+use starling_proto::TrackInfo;
 
 /// One track's counters and cache occupancy at the moment it was read.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -21,7 +21,7 @@ use starling_proto::StreamCode;
 use crate::cache::{CacheBudget, Leave, Membership, FRAME_OVERHEAD, GROUP_OVERHEAD};
 use crate::error::ModelError;
 use crate::group::{Group, GroupConsumer, GroupProducer};
-use crate::origin::Route;
+use crate::route::Route;
 use crate::stats::TrackStats;
 use crate::waiters::Waiters;
 use crate::Limits;
