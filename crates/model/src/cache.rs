@@ -25,8 +25,6 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 
-use crate::track::TrackShared;
-
 /// How many of the stalest entries a shrink looks through for a track over its share before
 /// it falls back to stalest-first (bounding what one shrink costs with many tracks).
 pub(crate) const FAIR_SCAN: usize = 64;
@@ -35,6 +33,18 @@ pub(crate) const FAIR_SCAN: usize = 64;
 pub(crate) const FRAME_OVERHEAD: usize = 64;
 /// What one cached group costs before its first frame (the group, its entry and indexes).
 pub(crate) const GROUP_OVERHEAD: usize = 256;
+
+/// What the budget asks of a member track when it is over: what the track holds, and to give
+/// up its stalest group. Named here, so the budget knows nothing of tracks.
+pub(crate) trait CacheMember: Send + Sync {
+    /// What the member's cached groups are charged.
+    fn cost(&self) -> usize;
+    /// The member, which charged last, holds more than `share`: give up its oldest group
+    /// (see `TrackShared::give_up_own_oldest`); `false` when nothing was given up.
+    fn give_up_own_oldest(&self, share: usize) -> bool;
+    /// The member was registered under `stamp`: give up its oldest group if it is that one.
+    fn give_up_stalest(&self, stamp: u64);
+}
 
 /// The relay's cache account, shared by every track of the broadcasts given it: its budget,
 /// what is held, and the groups dropped and why (counted as it happens, so the totals survive
@@ -48,7 +58,7 @@ pub struct CacheBudget {
     /// Each member track with cached groups, under the stamp of its oldest one (or an older
     /// stamp: a track's own policy may have dropped that group since; the entry is corrected
     /// when it comes up).
-    index: Mutex<BTreeMap<(u64, u64), Weak<TrackShared>>>,
+    index: Mutex<BTreeMap<(u64, u64), Weak<dyn CacheMember>>>,
     /// Held by the one thread shrinking (see [`Self::shrink`]).
     shrinking: Mutex<()>,
     /// Groups evicted because a track's byte or group budget was full.
@@ -117,7 +127,7 @@ impl CacheBudget {
     }
 
     /// Register a track (under its lock) whose oldest cached group has `stamp`.
-    pub(crate) fn enter(&self, stamp: u64, track: u64, shared: Weak<TrackShared>) {
+    pub(crate) fn enter(&self, stamp: u64, track: u64, shared: Weak<dyn CacheMember>) {
         self.index.lock().insert((stamp, track), shared);
     }
 
@@ -133,7 +143,7 @@ impl CacheBudget {
     /// a second one would take the next entry instead, a fresher group, and stalest-first
     /// would no longer hold. A caller finding a shrinker at work leaves the overage to it;
     /// the shrinker looks again after letting go, so no overage is left behind.
-    pub(crate) fn shrink(&self, charging: Option<&Arc<TrackShared>>) {
+    pub(crate) fn shrink(&self, charging: Option<&dyn CacheMember>) {
         loop {
             let Some(shrinking) = self.shrinking.try_lock() else {
                 return;

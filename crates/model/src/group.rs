@@ -24,7 +24,6 @@ use parking_lot::Mutex;
 use starling_proto::StreamCode;
 
 use crate::error::ModelError;
-use crate::track::TrackShared;
 use crate::waiters::Waiters;
 use crate::Limits;
 
@@ -148,6 +147,17 @@ struct PendingFrame {
 /// allocate little.
 const PENDING_START: usize = 64 * 1024;
 
+/// What a group tells the track holding it (its home): each frame written, so the track's
+/// cache can account it, and a lost source, so a resumable track can keep the group for the
+/// next one. Named here, so a group knows nothing of tracks.
+pub(crate) trait GroupHome: Send + Sync + std::fmt::Debug {
+    /// A frame of `size` payload bytes stamped `timestamp` was appended to the group that
+    /// arrived `arrival`-th.
+    fn on_frame(&self, arrival: u64, size: usize, timestamp: u64);
+    /// The source writing `group` was lost: `true` when the track keeps it for the next.
+    fn orphan(&self, group: &Group) -> bool;
+}
+
 /// Writes frames into a group. Dropping it without `finish` aborts the group as cancelled.
 #[derive(Debug)]
 pub struct GroupProducer {
@@ -155,7 +165,7 @@ pub struct GroupProducer {
     limits: Limits,
     /// The track whose cache accounts this group's bytes and timestamps, if any, and the
     /// group's arrival index in it.
-    track: Option<(Arc<TrackShared>, u64)>,
+    track: Option<(Arc<dyn GroupHome>, u64)>,
     /// Frames still to skip: a group continued from a new source starts again at its first
     /// frame, and what the group already holds is not written twice.
     skip: usize,
@@ -169,7 +179,7 @@ impl GroupProducer {
     pub(crate) fn new(
         group: Arc<Group>,
         limits: Limits,
-        track: Option<(Arc<TrackShared>, u64)>,
+        track: Option<(Arc<dyn GroupHome>, u64)>,
     ) -> Self {
         GroupProducer {
             group,

@@ -12,15 +12,16 @@
 use std::collections::{BTreeMap, HashMap};
 use std::future::poll_fn;
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 
 use parking_lot::Mutex;
 use starling_proto::StreamCode;
 
-use crate::cache::{CacheBudget, Leave, Membership, FRAME_OVERHEAD, GROUP_OVERHEAD};
+use crate::cache::{CacheBudget, CacheMember, Leave, Membership, FRAME_OVERHEAD, GROUP_OVERHEAD};
 use crate::error::ModelError;
-use crate::group::{Group, GroupConsumer, GroupProducer};
+use crate::group::{Group, GroupConsumer, GroupHome, GroupProducer};
 use crate::route::Route;
 use crate::stats::TrackStats;
 use crate::waiters::Waiters;
@@ -125,11 +126,14 @@ struct Received {
 
 #[derive(Debug)]
 pub(crate) struct TrackShared {
+    /// This track, for the cache budget's index (a weak handle: the index never keeps a
+    /// track alive).
+    me: Weak<TrackShared>,
     name: String,
     limits: Limits,
     /// Fed by whichever source currently serves it (a relay's front): groups a lost source
     /// was writing wait for the next one instead of ending.
-    resumable: bool,
+    resumable: AtomicBool,
     /// The relay-wide budget this track charges, if any.
     cache: Option<Membership>,
     state: Mutex<TrackState>,
@@ -162,7 +166,7 @@ impl TrackShared {
 
     /// Account a frame just appended to the group that arrived `arrival`-th, then apply the
     /// cache policy.
-    pub(crate) fn on_frame(self: &Arc<Self>, arrival: u64, size: usize, timestamp: u64) {
+    fn on_frame(&self, arrival: u64, size: usize, timestamp: u64) {
         let mut over = false;
         {
             let mut state = self.state.lock();
@@ -188,14 +192,14 @@ impl TrackShared {
         }
     }
 
-    fn shrink_budget(self: &Arc<Self>) {
+    fn shrink_budget(&self) {
         if let Some(cache) = &self.cache {
             cache.budget.shrink(Some(self));
         }
     }
 
     /// What this track's cached groups are charged in the relay-wide budget.
-    pub(crate) fn cost(&self) -> usize {
+    fn cost(&self) -> usize {
         self.state.lock().cost
     }
 
@@ -205,7 +209,7 @@ impl TrackShared {
     /// what is left. Its latest group goes only when it is all the track holds and that is
     /// more than twice its share: a track slightly over keeps the group readers want most,
     /// and staler tracks pay first. `false` when nothing was given up.
-    pub(crate) fn give_up_own_oldest(self: &Arc<Self>, share: usize) -> bool {
+    fn give_up_own_oldest(&self, share: usize) -> bool {
         let Some(cache) = &self.cache else {
             return false;
         };
@@ -232,10 +236,10 @@ impl TrackShared {
     }
 
     /// Register in the budget's index under the stamp of the oldest group left, if any.
-    fn reenter(self: &Arc<Self>, state: &mut TrackState, cache: &Membership) {
+    fn reenter(&self, state: &mut TrackState, cache: &Membership) {
         if let Some(next) = state.groups.keys().next().copied() {
             state.budget_key = Some(next);
-            cache.budget.enter(next, cache.id, Arc::downgrade(self));
+            cache.budget.enter(next, cache.id, self.me.clone());
         }
     }
 
@@ -262,7 +266,7 @@ impl TrackShared {
 
     /// The relay-wide budget is over and this track was registered under `stamp`: give up
     /// the oldest cached group if it is that stalest one, and re-register under what is left.
-    pub(crate) fn give_up_stalest(self: &Arc<Self>, stamp: u64) {
+    fn give_up_stalest(&self, stamp: u64) {
         let Some(cache) = &self.cache else {
             return;
         };
@@ -347,7 +351,7 @@ impl TrackShared {
             }
             state.closed = Some(result);
             state.waiters.wake_all();
-            if self.resumable {
+            if self.resumable.load(Ordering::Relaxed) {
                 // No source will continue them now.
                 let code = result.err().unwrap_or(StreamCode::Cancelled);
                 Self::abort_orphans(&state, code, |_| true);
@@ -365,7 +369,7 @@ impl TrackShared {
 
     /// A resumable group lost its producer: keep it open for the next source unless the track
     /// is closed. False when the group must be aborted instead.
-    pub(crate) fn orphan(&self, group: &Group) -> bool {
+    fn orphan(&self, group: &Group) -> bool {
         let state = self.state.lock();
         state.closed.is_none() && group.orphan()
     }
@@ -390,10 +394,11 @@ impl TrackProducer {
         budget: Option<Arc<CacheBudget>>,
     ) -> Self {
         TrackProducer {
-            shared: Arc::new(TrackShared {
+            shared: Arc::new_cyclic(|me| TrackShared {
+                me: me.clone(),
                 name: name.into(),
                 limits,
-                resumable: false,
+                resumable: AtomicBool::new(false),
                 cache: budget.map(|budget| Membership {
                     id: budget.track_id(),
                     budget,
@@ -428,11 +433,13 @@ impl TrackProducer {
 
     /// Make a fresh track resumable (see [`TrackShared::resumable`]); call it before any
     /// handle on the track exists.
-    pub(crate) fn resumable(mut self) -> Self {
-        match Arc::get_mut(&mut self.shared) {
-            Some(shared) => shared.resumable = true,
-            None => debug_assert!(false, "resumable set on a shared track"),
-        }
+    pub(crate) fn resumable(self) -> Self {
+        debug_assert_eq!(
+            Arc::strong_count(&self.shared),
+            1,
+            "resumable set on a shared track"
+        );
+        self.shared.resumable.store(true, Ordering::Relaxed);
         self
     }
 
@@ -490,7 +497,7 @@ impl TrackProducer {
                     Some((group, held)) => Ok(GroupProducer::new(
                         group,
                         self.shared.limits,
-                        Some((self.shared.clone(), arrival)),
+                        Some((self.shared.clone() as Arc<dyn GroupHome>, arrival)),
                     )
                     .resuming(held)),
                     None => Err(ModelError::DuplicateGroup(sequence)),
@@ -523,9 +530,7 @@ impl TrackProducer {
                 if state.budget_key.is_none() {
                     let oldest = state.groups.keys().next().copied().unwrap_or(arrival);
                     state.budget_key = Some(oldest);
-                    cache
-                        .budget
-                        .enter(oldest, cache.id, Arc::downgrade(&self.shared));
+                    cache.budget.enter(oldest, cache.id, self.shared.me.clone());
                 }
             }
             state.by_sequence.insert(sequence, arrival);
@@ -543,9 +548,9 @@ impl TrackProducer {
         let producer = GroupProducer::new(
             group,
             self.shared.limits,
-            Some((self.shared.clone(), arrival)),
+            Some((self.shared.clone() as Arc<dyn GroupHome>, arrival)),
         );
-        Ok(if self.shared.resumable {
+        Ok(if self.shared.resumable.load(Ordering::Relaxed) {
             producer.resuming(0)
         } else {
             producer
@@ -709,6 +714,30 @@ impl TrackProducer {
 
     pub(crate) fn same_track(&self, consumer: &TrackConsumer) -> bool {
         Arc::ptr_eq(&self.shared, &consumer.shared)
+    }
+}
+
+impl GroupHome for TrackShared {
+    fn on_frame(&self, arrival: u64, size: usize, timestamp: u64) {
+        TrackShared::on_frame(self, arrival, size, timestamp)
+    }
+
+    fn orphan(&self, group: &Group) -> bool {
+        TrackShared::orphan(self, group)
+    }
+}
+
+impl CacheMember for TrackShared {
+    fn cost(&self) -> usize {
+        TrackShared::cost(self)
+    }
+
+    fn give_up_own_oldest(&self, share: usize) -> bool {
+        TrackShared::give_up_own_oldest(self, share)
+    }
+
+    fn give_up_stalest(&self, stamp: u64) {
+        TrackShared::give_up_stalest(self, stamp)
     }
 }
 
