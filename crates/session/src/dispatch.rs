@@ -20,6 +20,7 @@ use crate::rank::Rank;
 use crate::reader::Reader;
 use crate::session::Session;
 use crate::shared::{PeerSetup, SessionStats, Shared};
+use crate::violation::Violation;
 use crate::writer::Writer;
 use crate::{publisher, subscriber};
 
@@ -318,7 +319,7 @@ async fn handle_uni<T: Transport>(shared: Arc<Shared<T>>, recv: T::Recv) {
             subscriber::group(&shared, &mut reader).await;
         }
         Ok(Some(code)) if code == UniType::Setup.code() => {
-            shared.fail(Error::ProtocolViolation("second SETUP stream"));
+            shared.fail(Error::ProtocolViolation(Violation::SecondSetupStream));
         }
         Ok(_) => reader.stop(StreamCode::Internal.to_code()),
         Err(err) => reader.stop(err.stream_code().to_code()),

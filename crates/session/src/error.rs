@@ -4,6 +4,8 @@ use starling_model::ModelError;
 use starling_proto::{DecodeError, EncodeError, SessionCode, StreamCode};
 use starling_transport::TransportError;
 
+use crate::violation::Violation;
+
 /// Why a session or one of its streams failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
@@ -18,7 +20,7 @@ pub enum Error {
     Encode(#[from] EncodeError),
     /// The peer broke a protocol rule that decoding alone does not catch.
     #[error("protocol violation: {0}")]
-    ProtocolViolation(&'static str),
+    ProtocolViolation(Violation),
     /// A per-session bound was hit (streams, subscriptions, announces, buffered bytes).
     #[error("bound exceeded: {0}")]
     Bound(&'static str),
@@ -37,9 +39,6 @@ pub enum Error {
     /// No version both sides speak (the legacy in-band negotiation).
     #[error("no common version")]
     Version,
-    /// The peer broke a rule whose session code is its own (the IETF drafts' request ids).
-    #[error("{1} (session code {0:?})")]
-    Session(SessionCode, &'static str),
 }
 
 impl Error {
@@ -47,11 +46,10 @@ impl Error {
     pub fn session_code(&self) -> SessionCode {
         match self {
             Error::Decode(e) => e.session_code(),
-            Error::ProtocolViolation(_) => SessionCode::ProtocolViolation,
+            Error::ProtocolViolation(violation) => violation.session_code(),
             Error::Timeout(_) => SessionCode::ControlTimeout,
             Error::Closed => SessionCode::NoError,
             Error::Version => SessionCode::VersionNegotiationFailed,
-            Error::Session(code, _) => *code,
             _ => SessionCode::Internal,
         }
     }

@@ -14,6 +14,7 @@ use crate::rank::Rank;
 use crate::reader::Reader;
 use crate::session::Session;
 use crate::shared::PeerSetup;
+use crate::violation::Violation;
 use crate::writer::Writer;
 
 /// What a client says in its SETUP beyond its hop.
@@ -46,7 +47,7 @@ impl<T: Transport> Accepting<T> {
     ) -> Result<Self, Error> {
         check_version(version)?;
         if version.negotiates_in_band() {
-            return Err(Error::ProtocolViolation("lite-01/02 are chosen in band"));
+            return Err(Error::ProtocolViolation(Violation::InBandVersion));
         }
         if !version.has_setup_stream() {
             // lite-03/04: the ALPN was all; nothing to read.
@@ -236,7 +237,7 @@ async fn read_legacy_setup<R: RecvStream, M>(
             return Ok((setup, buf));
         }
         if buf.len() > 3 + legacy::MAX_SETUP_BODY {
-            return Err(Error::ProtocolViolation("SETUP too large"));
+            return Err(Error::ProtocolViolation(Violation::SetupTooLarge));
         }
         let chunk = recv
             .read(64 << 10)
@@ -289,7 +290,7 @@ impl<T: Transport> Session<T> {
     ) -> Result<Self, Error> {
         check_version(version)?;
         if version.negotiates_in_band() {
-            return Err(Error::ProtocolViolation("lite-01/02 are chosen in band"));
+            return Err(Error::ProtocolViolation(Violation::InBandVersion));
         }
         if !version.has_setup_stream() {
             // lite-03/04: the ALPN was all.
@@ -321,7 +322,7 @@ impl<T: Transport> Session<T> {
                     .message::<Setup>(64 << 10)
                     .await?
                     .ok_or(Error::Decode(starling_proto::DecodeError::Truncated)),
-                _ => Err(Error::ProtocolViolation("first server stream is not SETUP")),
+                _ => Err(Error::ProtocolViolation(Violation::ServerStreamNotSetup)),
             }
         };
         let server = handshake(&transport, timeout, read).await?;
@@ -434,7 +435,7 @@ impl<T: Transport> Session<T> {
                 let closed = tokio::time::timeout(CLOSE_SETTLE, transport.closed()).await;
                 let err = match closed {
                     Ok(closed @ TransportError::ClosedByPeer { .. }) => Error::Transport(closed),
-                    _ => Error::ProtocolViolation("SETUP stream reset"),
+                    _ => Error::ProtocolViolation(Violation::SetupStreamReset),
                 };
                 transport.close(err.session_code().to_code(), "bad setup");
                 Err(err)

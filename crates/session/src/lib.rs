@@ -26,6 +26,7 @@ mod session;
 mod shared;
 mod stop;
 mod subscriber;
+mod violation;
 mod writer;
 
 pub use budget::{Account, BudgetStats, RecvBudget, WindowSink, STREAM_CREDIT_COST};
@@ -39,3 +40,4 @@ pub use rank::Rank;
 pub use reader::HEADERLESS_STREAM_COST;
 pub use session::Session;
 pub use shared::{PeerSetup, SessionStats};
+pub use violation::Violation;

@@ -15,6 +15,7 @@ use starling_transport::RecvStream;
 use crate::budget::{Account, RecvBudget};
 use crate::error::Error;
 use crate::rank::Rank;
+use crate::violation::Violation;
 
 /// Most bytes taken from the transport per read.
 const READ_CHUNK: usize = 64 * 1024;
@@ -298,7 +299,7 @@ impl<R: RecvStream> Reader<R> {
     /// Wait for the peer's FIN; any further byte is a protocol error.
     pub async fn finished(&mut self) -> Result<(), Error> {
         if !self.buf.is_empty() || self.fill().await? {
-            return Err(Error::ProtocolViolation("unexpected bytes"));
+            return Err(Error::ProtocolViolation(Violation::UnexpectedBytes));
         }
         Ok(())
     }

@@ -26,6 +26,7 @@ use super::request::Request;
 use crate::error::Error;
 use crate::publisher::View;
 use crate::shared::Shared;
+use crate::violation::Violation;
 
 /// How matches reach the peer.
 enum Mode<'a, T: Transport> {
@@ -264,7 +265,7 @@ async fn ended<T: Transport>(request: &mut Request<T>) -> Result<(), Error> {
             }
             Ok(Some(_)) => {
                 return Err(Error::ProtocolViolation(
-                    "unexpected message on SUBSCRIBE_NAMESPACE",
+                    Violation::UnexpectedMessageOnSubscribeNamespace,
                 ))
             }
             Err(err) => return Err(err),

@@ -16,6 +16,7 @@ use crate::error::Error;
 use crate::reader::Reader;
 use crate::shared::ietf::Route;
 use crate::shared::Shared;
+use crate::violation::Violation;
 
 /// Read the control stream until it or the session ends; its end ends the session.
 pub(crate) async fn run<T: Transport>(shared: Arc<Shared<T>>, mut reader: Reader<T::Recv>) {
@@ -25,7 +26,7 @@ pub(crate) async fn run<T: Transport>(shared: Arc<Shared<T>>, mut reader: Reader
         loop {
             match read_control(&mut reader, draft, max).await? {
                 Some(msg) => route(&shared, msg).await?,
-                None => return Err(Error::ProtocolViolation("control stream ended")),
+                None => return Err(Error::ProtocolViolation(Violation::ControlStreamEnded)),
             }
         }
     }
@@ -45,7 +46,7 @@ async fn route<T: Transport>(shared: &Arc<Shared<T>>, msg: Control) -> Result<()
             // Draft 16 moved it to a stream of its own.
             Control::SubscribeNamespace(_) if draft.has_namespace_messages() => {
                 return Err(Error::ProtocolViolation(
-                    "SUBSCRIBE_NAMESPACE on the control stream",
+                    Violation::SubscribeNamespaceOnControlStream,
                 ))
             }
             // 14 and 15 withdraw and cancel it by namespace.
@@ -91,7 +92,7 @@ async fn route<T: Transport>(shared: &Arc<Shared<T>>, msg: Control) -> Result<()
         // there is nothing to do (moq-net closes the session on one, Starling does not).
         Control::RequestsBlocked(_) => Ok(()),
         _ => Err(Error::ProtocolViolation(
-            "unexpected message on the control stream",
+            Violation::UnexpectedMessageOnControlStream,
         )),
     }
 }
@@ -157,10 +158,7 @@ async fn open<T: Transport>(
     {
         let mut routes = state.routes.lock();
         if routes.contains_key(&id) {
-            return Err(Error::Session(
-                starling_proto::SessionCode::InvalidRequestId,
-                "request id in use",
-            ));
+            return Err(Error::ProtocolViolation(Violation::RequestIdInUse));
         }
         routes.insert(
             id,

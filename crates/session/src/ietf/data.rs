@@ -15,6 +15,7 @@ use starling_proto::StreamCode;
 use starling_transport::SendStream;
 
 use crate::error::Error;
+use crate::violation::Violation;
 use crate::writer::Writer;
 
 /// How a subscription's groups go out.
@@ -201,7 +202,7 @@ impl ObjectIds {
             Some(prev) => prev
                 .checked_add(header.id_delta)
                 .and_then(|v| v.checked_add(1))
-                .ok_or(Error::ProtocolViolation("object id overflows"))?,
+                .ok_or(Error::ProtocolViolation(Violation::ObjectIdOverflows))?,
         };
         self.previous = Some(id);
         Ok(id)

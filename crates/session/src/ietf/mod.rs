@@ -29,6 +29,7 @@ use crate::error::Error;
 use crate::rank::Rank;
 use crate::reader::Reader;
 use crate::shared::Shared;
+use crate::violation::Violation;
 
 pub(crate) use announce::advertise;
 pub(crate) use setup::send_goaway;
@@ -119,7 +120,7 @@ pub(crate) async fn handle<T: Transport>(
             .await
         }
         _ => Err(Error::ProtocolViolation(
-            "a request stream opened with a reply",
+            Violation::RequestStreamOpenedWithReply,
         )),
     };
     if let Err(err) = result {
@@ -135,7 +136,7 @@ pub(crate) async fn handle<T: Transport>(
 fn fatal(err: &Error) -> bool {
     matches!(
         err,
-        Error::Decode(_) | Error::ProtocolViolation(_) | Error::Session(..) | Error::Bound(_)
+        Error::Decode(_) | Error::ProtocolViolation(_) | Error::Bound(_)
     )
 }
 
@@ -217,7 +218,7 @@ pub(crate) async fn request_stream<T: Transport>(
             Control::SubscribeTracks => 0,
             ref other => {
                 let id = first_request_id(other).ok_or(Error::ProtocolViolation(
-                    "a request stream opened with a reply",
+                    Violation::RequestStreamOpenedWithReply,
                 ))?;
                 state.admit(id)?;
                 id

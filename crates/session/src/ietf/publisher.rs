@@ -34,6 +34,7 @@ use crate::inflight::InFlight;
 use crate::publisher::{resolve, send_order};
 use crate::shared::ietf::Join;
 use crate::shared::Shared;
+use crate::violation::Violation;
 use crate::writer::Writer;
 
 /// PUBLISH_DONE status codes (docs/wire-ietf.md §6.4).
@@ -301,7 +302,7 @@ pub(crate) async fn subscribe<T: Transport>(
                     }
                     // From 19 the subscriber's FIN says only that no update follows.
                     Ok(None) => {}
-                    Ok(Some(_)) => return Err(Error::ProtocolViolation("unexpected message on a subscription")),
+                    Ok(Some(_)) => return Err(Error::ProtocolViolation(Violation::UnexpectedMessageOnSubscription)),
                     // STOP_SENDING or a reset: cancelled.
                     Err(Error::Transport(_)) => {
                         cancel_all(&mut inflight).await;

@@ -23,6 +23,7 @@ use crate::rank::Rank;
 use crate::reader::Reader;
 use crate::shared::ietf::State;
 use crate::shared::{PeerSetup, Shared};
+use crate::violation::Violation;
 
 /// What Starling calls itself in SETUP.
 const IMPLEMENTATION: &[u8] = b"starling";
@@ -59,11 +60,8 @@ fn token_of(options: &SetupOptions, draft: Draft) -> Result<Option<String>, Erro
     };
     match AuthToken::decode(bytes, draft) {
         Ok(token) => Ok(String::from_utf8(token.value).ok()),
-        Err(TokenError::Alias) => Err(Error::ProtocolViolation("token alias before SETUP")),
-        Err(TokenError::Malformed) => Err(Error::Session(
-            starling_proto::SessionCode::KeyValueFormatting,
-            "malformed AUTHORIZATION_TOKEN",
-        )),
+        Err(TokenError::Alias) => Err(Error::ProtocolViolation(Violation::TokenAliasBeforeSetup)),
+        Err(TokenError::Malformed) => Err(Error::ProtocolViolation(Violation::MalformedToken)),
     }
 }
 
@@ -111,7 +109,7 @@ pub(crate) async fn accept<T: Transport>(
                 read_control(&mut reader, draft, MAX_SETUP).await?
             else {
                 return Err(Error::ProtocolViolation(
-                    "the control stream opened without CLIENT_SETUP",
+                    Violation::ControlStreamWithoutClientSetup,
                 ));
             };
             if draft.has_inline_fields() && !setup.versions.contains(&draft.code()) {
@@ -134,7 +132,7 @@ pub(crate) async fn accept<T: Transport>(
             );
             let Some(Control::Setup(setup)) = read_control(&mut reader, draft, MAX_SETUP).await?
             else {
-                return Err(Error::ProtocolViolation("the first stream is not SETUP"));
+                return Err(Error::ProtocolViolation(Violation::FirstStreamNotSetup));
             };
             token_of(&setup.options, draft)?;
             Ok(Handshake {
@@ -253,7 +251,7 @@ pub(crate) async fn connect<T: Transport>(
                 read_control(&mut reader, draft, MAX_SETUP).await?
             else {
                 return Err(Error::ProtocolViolation(
-                    "the control stream did not start with SERVER_SETUP",
+                    Violation::ControlStreamWithoutServerSetup,
                 ));
             };
             if draft.has_inline_fields() && server.version != Some(draft.code()) {
@@ -297,9 +295,7 @@ pub(crate) async fn peer_setup_stream<T: Transport>(
     let state = shared.ietf()?;
     let max = shared.config.limits.max_control_message.max(MAX_SETUP);
     let Some(Control::Setup(setup)) = read_control(&mut reader, state.draft, max).await? else {
-        return Err(Error::ProtocolViolation(
-            "the SETUP stream did not start with SETUP",
-        ));
+        return Err(Error::ProtocolViolation(Violation::SetupStreamWithoutSetup));
     };
     state.set_peer(setup.options)?;
     setup_stream_tail(shared, reader).await
@@ -317,7 +313,7 @@ pub(crate) async fn setup_stream_tail<T: Transport>(
         Ok(Some(Control::Goaway(goaway))) => shared.goaway_arrived(goaway.uri)?,
         Ok(None) | Err(Error::Transport(_)) => return Ok(()),
         Ok(Some(_)) if state.server => {
-            return Err(Error::ProtocolViolation("SETUP stream: not GOAWAY"))
+            return Err(Error::ProtocolViolation(Violation::SetupStreamNotGoaway))
         }
         Ok(Some(_)) => {
             reader.stop(starling_proto::StreamCode::Cancelled.to_code());

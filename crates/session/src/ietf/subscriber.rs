@@ -33,6 +33,7 @@ use crate::frames::{now_ms, read_payload};
 use crate::pulls::{front_gone_grace, unused, Pulled, Puller, Unregister};
 use crate::reader::Reader;
 use crate::shared::{Shared, Upstream};
+use crate::violation::Violation;
 
 /// How long a data stream waits for its track alias to be bound (moq-net waits as long).
 const ALIAS_WAIT: Duration = Duration::from_secs(1);
@@ -120,7 +121,9 @@ fn publish_route<T: Transport>(
     let hop_path = cluster.and_then(|c| c.hop_path.as_ref());
     let link = link_cost(shared);
     let (chain, cost) = if state.peer_clusters() {
-        let hops = hop_path.ok_or(Error::ProtocolViolation("advertisement without HOP_PATH"))?;
+        let hops = hop_path.ok_or(Error::ProtocolViolation(
+            Violation::AdvertisementWithoutHopPath,
+        ))?;
         if hops.contains(shared.config.hop) {
             return Ok(Err(RefusalCode::Uninterested));
         }
@@ -128,7 +131,9 @@ fn publish_route<T: Transport>(
         (hops.as_slice().to_vec(), cost.charged(link))
     } else {
         if hop_path.is_some() {
-            return Err(Error::ProtocolViolation("cluster parameters undeclared"));
+            return Err(Error::ProtocolViolation(
+                Violation::ClusterParametersUndeclared,
+            ));
         }
         (vec![shared.peer.hop], RouteCost::UNKNOWN.charged(link))
     };
@@ -230,7 +235,7 @@ pub(crate) async fn publish_namespace<T: Transport>(
                 }
                 Ok(Some(_)) => {
                     return Err(Error::ProtocolViolation(
-                        "unexpected message on PUBLISH_NAMESPACE",
+                        Violation::UnexpectedMessageOnPublishNamespace,
                     ))
                 }
                 Err(Error::Transport(_)) => return Ok(false),
@@ -272,7 +277,7 @@ pub(crate) async fn subscribe_namespace<T: Transport>(shared: Arc<Shared<T>>, pr
             None => return Ok(()),
             Some(_) => {
                 return Err(Error::ProtocolViolation(
-                    "unexpected SUBSCRIBE_NAMESPACE reply",
+                    Violation::UnexpectedSubscribeNamespaceReply,
                 ))
             }
         }
@@ -295,7 +300,7 @@ pub(crate) async fn subscribe_namespace<T: Transport>(shared: Arc<Shared<T>>, pr
                     Ok(Some(Control::Namespace(ns))) if draft.has_namespace_messages() => {
                         let wire = prefix
                             .join(&ns.suffix)
-                            .map_err(|_| Error::ProtocolViolation("namespace too long"))?;
+                            .map_err(|_| Error::ProtocolViolation(Violation::NamespaceTooLong))?;
                         // A repeat for a live suffix is an update.
                         if let Some(source) = live.get_mut(&wire) {
                             source.reprice(&shared, ns.cluster.as_ref(), false)?;
@@ -308,7 +313,7 @@ pub(crate) async fn subscribe_namespace<T: Transport>(shared: Arc<Shared<T>>, pr
                     Ok(Some(Control::NamespaceDone(ns))) if draft.has_namespace_messages() => {
                         let wire = prefix
                             .join(&ns.suffix)
-                            .map_err(|_| Error::ProtocolViolation("namespace too long"))?;
+                            .map_err(|_| Error::ProtocolViolation(Violation::NamespaceTooLong))?;
                         if let Some(source) = live.remove(&wire) {
                             source.end(&shared, true);
                         }
@@ -316,7 +321,7 @@ pub(crate) async fn subscribe_namespace<T: Transport>(shared: Arc<Shared<T>>, pr
                     Ok(None) | Err(Error::Transport(_)) => return Ok(()),
                     Ok(Some(_)) => {
                         return Err(Error::ProtocolViolation(
-                            "unexpected message on SUBSCRIBE_NAMESPACE",
+                            Violation::UnexpectedMessageOnSubscribeNamespace,
                         ))
                     }
                     Err(err) => return Err(err),
@@ -404,7 +409,11 @@ async fn pull<T: Transport>(
             return Err(Error::Stream(refusal_code(error.code, draft)))
         }
         None => return Err(Error::Stream(StreamCode::Cancelled)),
-        Some(_) => return Err(Error::ProtocolViolation("unexpected SUBSCRIBE reply")),
+        Some(_) => {
+            return Err(Error::ProtocolViolation(
+                Violation::UnexpectedSubscribeReply,
+            ))
+        }
     };
     if track.info().is_none() {
         let defaults = TrackInfo::default();
@@ -429,7 +438,7 @@ async fn pull<T: Transport>(
     {
         let mut aliases = shared.upstream.lock();
         if aliases.contains_key(&alias) {
-            let err = Error::ProtocolViolation("track alias in use");
+            let err = Error::ProtocolViolation(Violation::TrackAliasInUse);
             shared.fail(err.clone());
             return Err(err);
         }
@@ -461,7 +470,7 @@ async fn pull<T: Transport>(
                 Some(Control::RequestOk { .. }) => {}
                 // The subscription closed without PUBLISH_DONE.
                 None => return Err(Error::Stream(StreamCode::Internal)),
-                Some(_) => return Err(Error::ProtocolViolation("unexpected message on SUBSCRIBE")),
+                Some(_) => return Err(Error::ProtocolViolation(Violation::UnexpectedMessageOnSubscribe)),
             },
             _ = &mut unused => break,
             _ = track.closed() => break,

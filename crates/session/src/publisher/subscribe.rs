@@ -26,6 +26,7 @@ use crate::gate::Gate;
 use crate::inflight::InFlight;
 use crate::reader::Reader;
 use crate::shared::Shared;
+use crate::violation::Violation;
 use crate::writer::Writer;
 
 /// Where delivery starts for a SUBSCRIBE of this version (docs/wire.md §4.6 "Where delivery starts").
@@ -200,7 +201,7 @@ pub(crate) fn resolve<T: Transport>(
     .and_then(|track| track.for_peer(shared.peer.exclude_hop()))
     .map_err(|code| match code {
         // A track name past the bound: the peer's fault, counted as such.
-        StreamCode::MalformedTrack => Error::ProtocolViolation("track name too long"),
+        StreamCode::MalformedTrack => Error::ProtocolViolation(Violation::TrackNameTooLong),
         code => Error::Stream(code),
     })
 }

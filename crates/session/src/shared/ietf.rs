@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use starling_proto::ietf::{Control, Draft, SetupOptions};
-use starling_proto::{Path, SessionCode};
+use starling_proto::Path;
 use starling_transport::Transport;
 use tokio::sync::{mpsc, Notify};
 
 use crate::error::Error;
+use crate::violation::Violation;
 use crate::writer::Writer;
 
 /// A request multiplexed on the control stream of drafts 14-16 (docs/wire-ietf.md §4.2).
@@ -129,7 +130,7 @@ impl<T: Transport> State<T> {
     pub fn set_peer(&self, setup: SetupOptions) -> Result<(), Error> {
         let mut peer = self.peer.lock();
         if peer.is_some() {
-            return Err(Error::ProtocolViolation("second SETUP"));
+            return Err(Error::ProtocolViolation(Violation::SecondSetup));
         }
         *peer = Some(setup);
         drop(peer);
@@ -181,7 +182,7 @@ impl<T: Transport> State<T> {
     pub fn raise_peer_max(&self, max: u64) -> Result<(), Error> {
         let mut ids = self.ids.lock();
         if ids.peer_max.is_some_and(|old| max < old) {
-            return Err(Error::ProtocolViolation("MAX_REQUEST_ID lowered"));
+            return Err(Error::ProtocolViolation(Violation::MaxRequestIdLowered));
         }
         ids.peer_max = Some(max);
         drop(ids);
@@ -196,19 +197,13 @@ impl<T: Transport> State<T> {
         let mut ids = self.ids.lock();
         let peer_parity = u64::from(!self.server);
         if id % 2 != peer_parity {
-            return Err(Error::Session(
-                SessionCode::InvalidRequestId,
-                "request id of the wrong parity",
-            ));
+            return Err(Error::ProtocolViolation(Violation::RequestIdParity));
         }
         if !self.draft.has_control_stream() {
             return Ok(None);
         }
         if id >= ids.granted {
-            return Err(Error::Session(
-                SessionCode::TooManyRequests,
-                "request id past MAX_REQUEST_ID",
-            ));
+            return Err(Error::ProtocolViolation(Violation::RequestIdPastMax));
         }
         ids.peer_next = ids.peer_next.max(id + 2);
         if ids.granted - ids.peer_next < ids.window {

@@ -21,6 +21,7 @@ use crate::gate::Gate;
 use crate::rank::Rank;
 use crate::reader::Reader;
 use crate::stop::Stop;
+use crate::violation::Violation;
 use crate::writer::Writer;
 
 /// What the peer said in its SETUP.
@@ -310,7 +311,7 @@ impl<T: Transport> Shared<T> {
         if first {
             Ok(())
         } else {
-            Err(Error::ProtocolViolation("second GOAWAY"))
+            Err(Error::ProtocolViolation(Violation::SecondGoaway))
         }
     }
 
@@ -344,7 +345,7 @@ impl<T: Transport> Shared<T> {
         self.config
             .root
             .join(wire)
-            .map_err(|_| Error::ProtocolViolation("path too long"))
+            .map_err(|_| Error::ProtocolViolation(Violation::PathTooLong))
     }
 
     /// A slot for one of the peer's requests, waiting up to the request timeout for one to

@@ -18,6 +18,7 @@ use crate::error::Error;
 use crate::rank::Rank;
 use crate::reader::Reader;
 use crate::shared::{reset_code, Shared};
+use crate::violation::Violation;
 use crate::writer::Writer;
 
 /// One live announcement from the peer.
@@ -247,7 +248,7 @@ impl<T: Transport> Announces<T> {
         let path = self
             .base
             .join(&suffix)
-            .map_err(|_| Error::ProtocolViolation("announced path too long"))?;
+            .map_err(|_| Error::ProtocolViolation(Violation::AnnouncedPathTooLong))?;
         let wire = path
             .strip_prefix(&self.shared.config.root)
             .unwrap_or_else(|| path.clone());
@@ -297,7 +298,7 @@ impl<T: Transport> Announces<T> {
                 let id = self.next_id;
                 self.next_id += 1;
                 if self.by_suffix.contains_key(&suffix) {
-                    return Err(Error::ProtocolViolation("duplicate announce"));
+                    return Err(Error::ProtocolViolation(Violation::DuplicateAnnounce));
                 }
                 let published = match self.chain(&hops) {
                     Some(chain) => {
@@ -314,7 +315,7 @@ impl<T: Transport> Announces<T> {
             }
             Announcement::Update { id, hops, cost } => {
                 if id >= self.next_id {
-                    return Err(Error::ProtocolViolation("unknown announce id"));
+                    return Err(Error::ProtocolViolation(Violation::UnknownAnnounceId));
                 }
                 if self.dropped.contains(&id) {
                     return Ok(());
@@ -334,19 +335,19 @@ impl<T: Transport> Announces<T> {
                         live.hops = route.hops.clone();
                         self.origin.update_route(&live.route, route);
                     }
-                    None => return Err(Error::ProtocolViolation("unknown announce id")),
+                    None => return Err(Error::ProtocolViolation(Violation::UnknownAnnounceId)),
                 }
                 Ok(())
             }
             Announcement::End { id } => {
                 if id >= self.next_id {
-                    return Err(Error::ProtocolViolation("unknown announce id"));
+                    return Err(Error::ProtocolViolation(Violation::UnknownAnnounceId));
                 }
                 if self.dropped.remove(&id) {
                     return Ok(());
                 }
                 let Some(live) = self.take(id) else {
-                    return Err(Error::ProtocolViolation("retired announce id"));
+                    return Err(Error::ProtocolViolation(Violation::RetiredAnnounceId));
                 };
                 let suffix = live
                     .path
@@ -372,7 +373,7 @@ impl<T: Transport> Announces<T> {
                 if let Some(id) = self.by_suffix.get(&msg.suffix) {
                     if !self.shared.version.restart_supported() {
                         // Before 05 a live path is never announced twice.
-                        return Err(Error::ProtocolViolation("duplicate announce"));
+                        return Err(Error::ProtocolViolation(Violation::DuplicateAnnounce));
                     }
                     if let Some(live) = self.by_id.get_mut(id) {
                         live.hops = route.hops.clone();

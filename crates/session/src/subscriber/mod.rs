@@ -21,6 +21,7 @@ use crate::pulls::{front_gone_grace, source_lost, unused, Pulled, Puller, Unregi
 use crate::rank::Rank;
 use crate::reader::Reader;
 use crate::shared::{reset_code, Shared, Upstream};
+use crate::violation::Violation;
 use crate::writer::Writer;
 
 pub(crate) use announce::announced;
@@ -189,7 +190,7 @@ async fn pull<T: Transport>(
                             Some(end) => end,
                             None if legacy => (0, None),
                             None => {
-                                return Err(Error::ProtocolViolation("subscribe FIN without END"))
+                                return Err(Error::ProtocolViolation(Violation::SubscribeFinWithoutEnd))
                             }
                         };
                         let owed = Owed { first, end, legacy };
