@@ -8,14 +8,9 @@
 //! origin at scrape time. Cost per scrape is linear in sessions plus tracks.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use axum::extract::RawQuery;
-use axum::http::{header, StatusCode};
-use axum::routing::get;
-use axum::Router;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -27,9 +22,13 @@ use starling_net::{Admission, HttpCounters};
 use starling_proto::{Protocol, SessionCode, StreamCode};
 use starling_session::{LedgerStats, PoolStats, ReceivePool, SessionStats, StateLedger};
 
-use crate::auth::{AuthStats, Authority};
+mod auth;
+mod internal;
+
+pub use internal::{internal_router, serve_internal};
+
+use crate::auth::AuthStats;
 use crate::registry::{SessionRegistry, SessionTransport};
-use crate::sessions::{sessions_json, Filter};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SessionLabels {
@@ -665,7 +664,7 @@ impl RelayMetrics {
             gauge(interests),
         );
 
-        register_auth(&mut registry, auth);
+        auth::register(&mut registry, auth);
 
         let mut out = String::new();
         if encode(&mut out, &registry).is_err() {
@@ -673,197 +672,4 @@ impl RelayMetrics {
         }
         out
     }
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct LookupLabels {
-    result: String,
-    reason: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct RequestLabels {
-    event: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct OutcomeLabels {
-    outcome: String,
-}
-
-/// The auth decision cache and auth-server requests; nothing when the relay is open.
-fn register_auth(registry: &mut Registry, auth: &AuthStats) {
-    if auth.decider.is_empty() {
-        return;
-    }
-    let lookups: Family<LookupLabels, Counter> = Family::default();
-    for (result, reason, count) in [
-        ("hit", "fresh", auth.hits),
-        ("hit", "coalesced", auth.coalesced),
-        ("miss", "cold", auth.misses_cold),
-        ("miss", "stale", auth.misses_stale),
-    ] {
-        lookups
-            .get_or_create(&LookupLabels {
-                result: result.into(),
-                reason: reason.into(),
-            })
-            .inc_by(count);
-    }
-    registry.register(
-        "auth_cache_lookups",
-        "Access decision lookups: hits (a fresh decision, or one already being made) and misses (none yet, or older than the max age)",
-        lookups,
-    );
-    let counter = |value: u64| {
-        let counter: Counter = Counter::default();
-        counter.inc_by(value);
-        counter
-    };
-    registry.register(
-        "auth_cache_evictions",
-        "Credentials forgotten because the decision cache was full",
-        counter(auth.evictions),
-    );
-    registry.register(
-        "auth_revalidations",
-        "Decisions re-made for credentials live sessions hold",
-        counter(auth.revalidations),
-    );
-    let entries: Gauge = Gauge::default();
-    entries.set(auth.entries as i64);
-    registry.register(
-        "auth_cache_entries",
-        "Credentials with a cached decision",
-        entries,
-    );
-    if auth.decider != "server" {
-        return;
-    }
-    let requests: Family<RequestLabels, Counter> = Family::default();
-    for (event, count) in [
-        ("connect", auth.server_connect),
-        ("revalidate", auth.server_revalidate),
-        ("end", auth.server_end),
-    ] {
-        requests
-            .get_or_create(&RequestLabels {
-                event: event.into(),
-            })
-            .inc_by(count);
-    }
-    registry.register(
-        "auth_server_requests",
-        "Requests made to the auth server, by event",
-        requests,
-    );
-    let failures: Family<OutcomeLabels, Counter> = Family::default();
-    for (outcome, count) in [
-        ("refused", auth.server_refused),
-        ("unavailable", auth.server_unavailable),
-        ("end_dropped", auth.server_end_dropped),
-    ] {
-        failures
-            .get_or_create(&OutcomeLabels {
-                outcome: outcome.into(),
-            })
-            .inc_by(count);
-    }
-    registry.register(
-        "auth_server_failures",
-        "Auth-server answers that refused, outages, and end reports dropped because the queue was full",
-        failures,
-    );
-}
-
-/// The internal listener's routes: `/metrics`, `/health`, `/nodes` and `/sessions`.
-pub fn internal_router(
-    metrics: RelayMetrics,
-    sessions: SessionRegistry,
-    origin: Origin,
-    authority: Authority,
-    node: String,
-) -> Router {
-    let nodes = sessions.clone();
-    let accepted = sessions.clone();
-    Router::new()
-        .route(
-            "/metrics",
-            get(move || {
-                let body = metrics.render(&sessions, &origin, &authority.stats());
-                async move {
-                    (
-                        [(
-                            header::CONTENT_TYPE,
-                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                        )],
-                        body,
-                    )
-                }
-            }),
-        )
-        .route("/health", get(|| async { "ok\n" }))
-        .route(
-            "/nodes",
-            get(move || {
-                let body = nodes_json(&nodes);
-                async move { ([(header::CONTENT_TYPE, "application/json")], body) }
-            }),
-        )
-        .route(
-            "/sessions",
-            get(move |RawQuery(query): RawQuery| {
-                let body = Filter::from_query(query.as_deref())
-                    .map(|filter| sessions_json(&accepted, &node, &filter));
-                async move {
-                    match body {
-                        Ok(body) => (
-                            StatusCode::OK,
-                            [(header::CONTENT_TYPE, "application/json")],
-                            body,
-                        ),
-                        Err(err) => (
-                            StatusCode::BAD_REQUEST,
-                            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-                            format!("{err}\n"),
-                        ),
-                    }
-                }
-            }),
-        )
-}
-
-/// `/nodes` in moq-relay 0.17.10's shape: the cluster peers this relay dialed and holds a
-/// session with, by key (sorted), each with its sessions' ids (ascending); accepted peers are
-/// not listed.
-pub fn nodes_json(sessions: &SessionRegistry) -> String {
-    let mut nodes: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-    for entry in sessions.list() {
-        if let Some(peer) = entry.info.peer {
-            nodes.entry(peer).or_default().push(entry.info.id);
-        }
-    }
-    let nodes: Vec<serde_json::Value> = nodes
-        .into_iter()
-        .map(|(node, ids)| {
-            let connections: Vec<serde_json::Value> = ids
-                .into_iter()
-                .map(|id| serde_json::json!({ "id": id }))
-                .collect();
-            serde_json::json!({ "connections": connections, "node": node })
-        })
-        .collect();
-    serde_json::json!({ "nodes": nodes }).to_string()
-}
-
-/// Serve the internal router on `addr` in its own task.
-pub async fn serve_internal(addr: SocketAddr, router: Router) -> std::io::Result<SocketAddr> {
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    let local = listener.local_addr()?;
-    tokio::spawn(async move {
-        if let Err(err) = axum::serve(listener, router).await {
-            tracing::warn!(%err, "internal listener ended");
-        }
-    });
-    Ok(local)
 }
