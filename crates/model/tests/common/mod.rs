@@ -1,5 +1,9 @@
 //! Shared helpers for the model tests: a waker that records whether it was woken.
 
+#![allow(dead_code)] // each test binary uses a different subset of the helpers
+
+pub mod track;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::Waker;
