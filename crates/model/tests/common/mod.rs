@@ -2,6 +2,7 @@
 
 #![allow(dead_code)] // each test binary uses a different subset of the helpers
 
+pub mod origin;
 pub mod track;
 
 use std::sync::atomic::{AtomicBool, Ordering};
