@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod golden;
+
 use std::fmt::Debug;
 
 use bytes::BytesMut;
