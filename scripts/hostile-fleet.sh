@@ -7,8 +7,9 @@
 # 256 MiB, its peak stays within the budget, the hostile sessions still answer and an honest
 # publisher/subscriber pair keeps receiving. The suite runs the same cases with 40
 # connections and `--receive-budget 32MiB` (crates/starling/tests/hostile_fleet.rs).
-# CASES picks other fleet cases of that file by name (a cargo test filter, e.g. `announcing`,
-# `request_floods`, `one_byte`, `frames`; an empty CASES runs every one), each at CONNECTIONS.
+# CASES picks other fleet cases of that file and hostile_fleet_state.rs by name (a cargo test
+# filter, e.g. `announcing`, `request_floods`, `one_byte`, `frames`; an empty CASES runs every
+# one), each at CONNECTIONS.
 #
 #   scripts/hostile-fleet.sh                      # 400 connections, default flags
 #   CONNECTIONS=100 BUDGET=256MiB scripts/hostile-fleet.sh
@@ -24,5 +25,5 @@ BUDGET="${BUDGET:-default}"
 CASES="${CASES-stuck_inside_headers}"
 mkdir -p target
 FLEET_CONNECTIONS="$CONNECTIONS" FLEET_BUDGET="$BUDGET" \
-    cargo test --release --locked -p starling --test hostile_fleet $CASES -- --nocapture --test-threads 1 2>&1 |
+    cargo test --release --locked -p starling --test hostile_fleet --test hostile_fleet_state $CASES -- --nocapture --test-threads 1 2>&1 |
     tee target/hostile-fleet.log | grep -E "fleet flood|fleet:|^test |panicked|test result"

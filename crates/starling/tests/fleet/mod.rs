@@ -1,0 +1,29 @@
+//! What the fleet cases share: the fleet's size, the relay-wide memory bound each asserts,
+//! and summing the fleet's per-connection tallies.
+
+#![allow(dead_code)] // each fleet binary uses a different subset
+
+use crate::attack::MIB;
+
+/// The fleet's size: `FLEET_CONNECTIONS` (default 40; `scripts/hostile-fleet.sh` runs 400).
+pub fn fleet_connections() -> usize {
+    std::env::var("FLEET_CONNECTIONS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(40)
+}
+
+/// The fleets' memory bound: the relay's RSS `rss` grows over `settled` by at most the
+/// `budgets` that hold the attack (`what` they are) plus 256 MiB.
+pub fn assert_fleet_rss(rss: u64, settled: u64, budgets: u64, what: &str) {
+    assert!(
+        rss <= settled + budgets + 256 * MIB,
+        "relay RSS {} MiB, settled at {} MiB (bound: {what} plus 256 MiB)",
+        rss / MIB,
+        settled / MIB
+    );
+}
+
+pub fn sum(counts: impl Iterator<Item = (usize, usize, usize)>) -> (usize, usize, usize) {
+    counts.fold((0, 0, 0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2))
+}
