@@ -26,7 +26,7 @@ use starling_transport::{SendStream, Transport, TransportError};
 
 use attack::*;
 use common::within;
-use fleet::{assert_fleet_rss, fleet_connections};
+use fleet::{assert_fleet_rss, dial_inside, fleet_connections, HOSTS};
 use starling_session::STREAM_CREDIT_COST;
 use witness::{announce_request, assert_alive, witness};
 
@@ -83,17 +83,6 @@ async fn a_fleet_from_ten_hosts_stuck_inside_headers_is_held_to_the_relay_wide_r
         set_up(dial_inside(&link.b_ns, relay).await, Role::Subscriber).await
     })
     .await;
-}
-
-/// Hosts (network namespaces) the namespace fleet comes from.
-const HOSTS: usize = 10;
-
-/// A raw-QUIC connection to `relay` from a socket inside namespace `ns`, retried while the
-/// relay refuses it; no moq SETUP sent.
-async fn dial_inside(ns: &str, relay: std::net::SocketAddr) -> starling_net::QuicTransport {
-    let client = lab::inside(ns, || hostile_client("0.0.0.0:0".parse().unwrap())).unwrap();
-    let url = url::Url::parse(&format!("moqt://{relay}/")).unwrap();
-    dial_with(&client, &url).await
 }
 
 /// The relay the fleet attacks: `--receive-budget 32MiB`, or with `FLEET_BUDGET=default`

@@ -26,7 +26,7 @@ use starling_transport::{RecvStream, SendStream, Transport, TransportError};
 
 use attack::*;
 use common::within;
-use fleet::{assert_fleet_rss, fleet_connections, sum};
+use fleet::{assert_fleet_rss, dial_inside, fleet_connections, sum, HOSTS};
 use starling_relay::STATE_ENTRY_BYTES;
 use witness::{announce_request, witness};
 
@@ -62,14 +62,42 @@ async fn a_websocket_fleet_of_frames_that_never_complete_is_held_to_the_cache_bu
     fleet_frames_never_complete(&relay, |_| hostile_websocket_as(http, Role::Publisher)).await;
 }
 
+/// The same fleet from ten hosts: network namespaces joined to the relay's by veth pairs, so
+/// the relay sees ten addresses that are not loopback and applies its admission to them as to
+/// any remote publisher. Skipped, saying why, where namespaces cannot be built.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_from_ten_hosts_of_frames_that_never_complete_is_held_to_the_cache_budget() {
+    if let Some(why) = lab::cannot_build_namespaces() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let _turn = one_fleet_at_a_time().await;
+    let mut lab = lab::Lab::new(HOSTS).unwrap();
+    let links: Vec<lab::Link> = (0..HOSTS).map(|h| lab.link(None, h).unwrap()).collect();
+    let relay = frames_fleet_relay_on([0, 0, 0, 0].into());
+    let port = relay.http.port();
+    let links = &links;
+    fleet_frames_never_complete(&relay, |i| async move {
+        let link = &links[i % HOSTS];
+        let relay = std::net::SocketAddr::new(link.a_ip.into(), port);
+        set_up(dial_inside(&link.b_ns, relay).await, Role::Publisher).await
+    })
+    .await;
+}
+
 /// The relay the frames fleet attacks: `--cache-budget 64MiB`, which the fleet exceeds,
 /// or with `FLEET_CACHE_BUDGET=default` the relay's own default (25 % of this host's
 /// memory), or any other value given there.
 fn frames_fleet_relay() -> RelayProcess {
+    frames_fleet_relay_on([127, 0, 0, 1].into())
+}
+
+/// [`frames_fleet_relay`] bound to `ip`.
+fn frames_fleet_relay_on(ip: std::net::IpAddr) -> RelayProcess {
     match std::env::var("FLEET_CACHE_BUDGET").as_deref() {
-        Ok("default") => RelayProcess::start(&[]),
-        Ok(budget) => RelayProcess::start(&["--cache-budget", budget]),
-        Err(_) => RelayProcess::start(&["--cache-budget", "64MiB"]),
+        Ok("default") => RelayProcess::start_on(ip, &[]),
+        Ok(budget) => RelayProcess::start_on(ip, &["--cache-budget", budget]),
+        Err(_) => RelayProcess::start_on(ip, &["--cache-budget", "64MiB"]),
     }
 }
 
