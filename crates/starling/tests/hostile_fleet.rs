@@ -26,7 +26,7 @@ use starling_transport::{SendStream, Transport, TransportError};
 
 use attack::*;
 use common::within;
-use fleet::{assert_fleet_rss, dial_inside, fleet_connections, HOSTS};
+use fleet::{assert_fleet_rss, fleet_connections, Hosts};
 use starling_session::STREAM_CREDIT_COST;
 use witness::{announce_request, assert_alive, witness};
 
@@ -66,23 +66,12 @@ async fn a_websocket_fleet_stuck_inside_headers_is_held_to_the_relay_wide_receiv
 /// their defaults). Skipped, saying why, where namespaces cannot be built.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_from_ten_hosts_stuck_inside_headers_is_held_to_the_relay_wide_receive_budget() {
-    if let Some(why) = lab::cannot_build_namespaces() {
-        eprintln!("skipped: {why}");
-        return;
-    }
     let _turn = one_fleet_at_a_time().await;
-    let mut lab = lab::Lab::new(HOSTS).unwrap();
-    let links: Vec<lab::Link> = (0..HOSTS).map(|h| lab.link(None, h).unwrap()).collect();
+    let Some(hosts) = Hosts::build() else { return };
     let relay = fleet_relay_on([0, 0, 0, 0].into());
     let port = relay.http.port();
-    let links = &links;
-    fleet_stuck_inside_headers(&relay, |i| async move {
-        let link = &links[i % HOSTS];
-        let relay = std::net::SocketAddr::new(link.a_ip.into(), port);
-        // The host's only way out is its veth link: the relay sees its address.
-        set_up(dial_inside(&link.b_ns, relay).await, Role::Subscriber).await
-    })
-    .await;
+    let hosts = &hosts;
+    fleet_stuck_inside_headers(&relay, |i| hosts.dial(i, port, Role::Subscriber)).await;
 }
 
 /// The relay the fleet attacks: `--receive-budget 32MiB`, or with `FLEET_BUDGET=default`

@@ -26,7 +26,7 @@ use starling_transport::{RecvStream, SendStream, Transport, TransportError};
 
 use attack::*;
 use common::within;
-use fleet::{assert_fleet_rss, dial_inside, fleet_connections, sum, HOSTS};
+use fleet::{assert_fleet_rss, fleet_connections, sum, Hosts};
 use starling_relay::STATE_ENTRY_BYTES;
 use witness::{announce_request, witness};
 
@@ -67,22 +67,12 @@ async fn a_websocket_fleet_of_frames_that_never_complete_is_held_to_the_cache_bu
 /// any remote publisher. Skipped, saying why, where namespaces cannot be built.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_from_ten_hosts_of_frames_that_never_complete_is_held_to_the_cache_budget() {
-    if let Some(why) = lab::cannot_build_namespaces() {
-        eprintln!("skipped: {why}");
-        return;
-    }
     let _turn = one_fleet_at_a_time().await;
-    let mut lab = lab::Lab::new(HOSTS).unwrap();
-    let links: Vec<lab::Link> = (0..HOSTS).map(|h| lab.link(None, h).unwrap()).collect();
+    let Some(hosts) = Hosts::build() else { return };
     let relay = frames_fleet_relay_on([0, 0, 0, 0].into());
     let port = relay.http.port();
-    let links = &links;
-    fleet_frames_never_complete(&relay, |i| async move {
-        let link = &links[i % HOSTS];
-        let relay = std::net::SocketAddr::new(link.a_ip.into(), port);
-        set_up(dial_inside(&link.b_ns, relay).await, Role::Publisher).await
-    })
-    .await;
+    let hosts = &hosts;
+    fleet_frames_never_complete(&relay, |i| hosts.dial(i, port, Role::Publisher)).await;
 }
 
 /// The relay the frames fleet attacks: `--cache-budget 64MiB`, which the fleet exceeds,

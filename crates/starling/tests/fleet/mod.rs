@@ -3,7 +3,12 @@
 
 #![allow(dead_code)] // each fleet binary uses a different subset
 
-use crate::attack::{dial_with, hostile_client, MIB};
+use std::net::SocketAddr;
+
+use starling_net::QuicTransport;
+use starling_proto::Role;
+
+use crate::attack::{dial_with, hostile_client, set_up, MIB};
 use crate::lab;
 
 /// The fleet's size: `FLEET_CONNECTIONS` (default 40; `scripts/hostile-fleet.sh` runs 400).
@@ -29,13 +34,38 @@ pub fn sum(counts: impl Iterator<Item = (usize, usize, usize)>) -> (usize, usize
     counts.fold((0, 0, 0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2))
 }
 
-/// Hosts (network namespaces) the namespace fleet comes from.
-pub const HOSTS: usize = 10;
+/// Hosts (network namespaces) a namespace fleet comes from.
+const HOSTS: usize = 10;
 
-/// A raw-QUIC connection to `relay` from a socket inside namespace `ns`, retried while the
-/// relay refuses it; no moq SETUP sent.
-pub async fn dial_inside(ns: &str, relay: std::net::SocketAddr) -> starling_net::QuicTransport {
-    let client = lab::inside(ns, || hostile_client("0.0.0.0:0".parse().unwrap())).unwrap();
-    let url = url::Url::parse(&format!("moqt://{relay}/")).unwrap();
-    dial_with(&client, &url).await
+/// Ten hosts: network namespaces joined to the relay's by veth pairs, so the relay sees ten
+/// addresses that are not loopback and applies its admission to them as to any remote client.
+pub struct Hosts {
+    links: Vec<lab::Link>,
+    _lab: lab::Lab,
+}
+
+impl Hosts {
+    /// The hosts, or `None`, having said why, where namespaces cannot be built (the case is
+    /// then skipped).
+    pub fn build() -> Option<Self> {
+        if let Some(why) = lab::cannot_build_namespaces() {
+            eprintln!("skipped: {why}");
+            return None;
+        }
+        let mut lab = lab::Lab::new(HOSTS).unwrap();
+        let links = (0..HOSTS).map(|h| lab.link(None, h).unwrap()).collect();
+        Some(Hosts { links, _lab: lab })
+    }
+
+    /// The fleet's connection `i`: raw QUIC to the relay's `port` from host `i % 10` (its only
+    /// way out is its veth link, so the relay sees its address), retried while the relay
+    /// refuses it, then set up as `role`.
+    pub async fn dial(&self, i: usize, port: u16, role: Role) -> QuicTransport {
+        let link = &self.links[i % HOSTS];
+        let relay = SocketAddr::new(link.a_ip.into(), port);
+        let client =
+            lab::inside(&link.b_ns, || hostile_client("0.0.0.0:0".parse().unwrap())).unwrap();
+        let url = url::Url::parse(&format!("moqt://{relay}/")).unwrap();
+        set_up(dial_with(&client, &url).await, role).await
+    }
 }
