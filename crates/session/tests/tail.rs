@@ -224,8 +224,14 @@ async fn ietf22_a_whole_group_before_a_track_failure_is_still_delivered() {
 /// the relay reads what arrived before the close, the group and the track's end, instead of
 /// dropping it with the session.
 async fn a_group_sent_just_before_the_publisher_closes_is_still_delivered(version: Version) {
+    group_one_then_close(version, true).await;
+}
+
+/// The publisher ends the subscription (END, and FIN when `fin`), writes the owed group 1 and
+/// closes at once; the relay's reader gets group 1, then the track's end.
+async fn group_one_then_close(version: Version, fin: bool) {
     tokio::time::pause();
-    let mut ended = ended_owing_group_one(version).await;
+    let mut ended = ended_owing_group_one_with(version, fin).await;
     settle().await;
     // No yield between the group and the close: the relay sees both at once.
     send_group(&ended.peer, ended.upstream.id, 1, version).await;
@@ -250,13 +256,7 @@ async fn lite07_a_group_sent_just_before_the_publisher_closes_is_still_delivered
 async fn a_track_whose_end_arrived_finishes_when_the_publisher_closes_before_its_fin(
     version: Version,
 ) {
-    tokio::time::pause();
-    let mut ended = ended_owing_group_one_with(version, false).await;
-    settle().await;
-    send_group(&ended.peer, ended.upstream.id, 1, version).await;
-    ended.peer.close(0, "input ended");
-
-    group_one_then_the_end(&mut ended.track, version).await;
+    group_one_then_close(version, false).await;
 }
 
 #[tokio::test]
