@@ -10,10 +10,10 @@
 //! The relay hands every piece to the group as it arrives, so a connection's receive budget
 //! never holds more than a small unit of any stream (see the session's reader).
 //!
-//! A group of a *resumable* track (a relay's front, see `front.rs`) outlives the source that
-//! was writing it: when that source is lost mid-group, the group is orphaned instead of
-//! aborted, readers wait inside it, and the next source continues it at the first frame not
-//! yet written.
+//! A group of a *resumable* track (a relay's front, see `broadcast/request.rs`) outlives the
+//! source that was writing it: when that source is lost mid-group, the group is orphaned
+//! instead of aborted, readers wait inside it, and the next source continues it at the first
+//! frame not yet written.
 
 use std::future::poll_fn;
 use std::sync::Arc;

@@ -5,7 +5,6 @@
 mod broadcast;
 mod cache;
 mod error;
-mod front;
 mod group;
 mod origin;
 mod route;
@@ -13,10 +12,9 @@ mod stats;
 mod track;
 mod waiters;
 
-pub use broadcast::{BroadcastConsumer, BroadcastProducer};
+pub use broadcast::{BroadcastConsumer, BroadcastProducer, TrackRequest};
 pub use cache::CacheBudget;
 pub use error::ModelError;
-pub use front::TrackRequest;
 pub use group::{Frame, GroupConsumer, GroupProducer};
 pub use origin::{Announced, Interest, Origin, OriginLimits, RouteHandle};
 pub use route::{fnv_key, Route};

@@ -7,8 +7,9 @@
 //! interest collects the paths that changed; its reader diffs them against what it already told
 //! its peer, so a slow reader costs a bounded set of paths, never a growing event queue.
 //!
-//! Readers of a learned path get its front (`front.rs`), which the origin indexes weakly by
-//! path: a front closes when the last route it may use is removed.
+//! Readers of a learned path get its front (`broadcast/request.rs`), which the origin indexes
+//! weakly by path and is home to ([`OriginFront`]): a front closes when the last route it may
+//! use is removed.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::poll_fn;
@@ -19,10 +20,9 @@ use std::task::{Context, Poll};
 use parking_lot::Mutex;
 use starling_proto::Path;
 
-use crate::broadcast::{BroadcastConsumer, BroadcastShared};
+use crate::broadcast::{BroadcastConsumer, BroadcastShared, FrontHome, TrackRequest};
 use crate::error::ModelError;
-use crate::front::{FrontHome, FrontKey, TrackRequest};
-use crate::route::Route;
+use crate::route::{FrontKey, Route};
 use crate::waiters::Waiters;
 
 /// The broadcast a path resolves to, with the route that reaches it.
@@ -487,7 +487,10 @@ impl Origin {
             }
             graveyard.push(front); // a closed front of the same content
         }
-        let home = FrontHome::new(self.clone(), key.clone());
+        let home = Arc::new(OriginFront {
+            origin: self.clone(),
+            key: key.clone(),
+        });
         let front = BroadcastConsumer::front(home, &source);
         state
             .fronts
@@ -497,11 +500,11 @@ impl Origin {
         Some(front)
     }
 
-    /// Hand a front's track to the best route for `home` other than `lost`; the request comes
+    /// Hand a front's track to the best route for `key` other than `lost`; the request comes
     /// back when no route qualifies.
-    pub(crate) fn dispatch(
+    fn dispatch(
         &self,
-        home: &FrontHome,
+        key: &FrontKey,
         mut request: TrackRequest,
         lost: Option<&BroadcastConsumer>,
     ) -> Result<(), TrackRequest> {
@@ -510,7 +513,7 @@ impl Origin {
         loop {
             let source = {
                 let state = self.state.lock();
-                let Some(entry) = state.best_for(&home.key, &readers, lost) else {
+                let Some(entry) = state.best_for(key, &readers, lost) else {
                     return Err(request);
                 };
                 request.track().shared.set_source(&entry.route);
@@ -535,7 +538,7 @@ impl Origin {
     }
 
     /// Unregister a front whose last handle dropped.
-    pub(crate) fn forget_front(&self, key: &FrontKey) {
+    fn forget_front(&self, key: &FrontKey) {
         let mut state = self.state.lock();
         if let Some(fronts) = state.fronts.get_mut(&key.path) {
             fronts.retain(|(_, weak)| weak.strong_count() > 0);
@@ -670,6 +673,34 @@ impl Drop for RouteHandle {
 
 /// Peers remembered as having withdrawn one path (a relay has far fewer).
 const MAX_WITHDRAWN: usize = 64;
+
+/// A front's home in this origin: what it serves, and where its tracks are dispatched from.
+#[derive(Debug)]
+struct OriginFront {
+    origin: Origin,
+    key: FrontKey,
+}
+
+impl FrontHome for OriginFront {
+    fn key(&self) -> &FrontKey {
+        &self.key
+    }
+
+    fn dispatch(
+        &self,
+        request: TrackRequest,
+        lost: Option<&BroadcastConsumer>,
+    ) -> Result<(), TrackRequest> {
+        self.origin.dispatch(&self.key, request, lost)
+    }
+}
+
+impl Drop for OriginFront {
+    /// The front's last handle dropped.
+    fn drop(&mut self) {
+        self.origin.forget_front(&self.key);
+    }
+}
 
 /// Close fronts left without a route (outside the origin's lock: the last handle on a front
 /// may drop here, and a front's drop unregisters it from the origin).

@@ -5,6 +5,14 @@ use std::sync::Arc;
 
 use starling_proto::{Path, RouteCost};
 
+/// A front's identity in the origin: its path and the first hop every route it reads through
+/// starts with (the original publisher, so the same content however it is reached).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct FrontKey {
+    pub(crate) path: Path,
+    pub(crate) identity: u64,
+}
+
 /// One way to reach a broadcast.
 #[derive(Clone, Debug)]
 pub struct Route {

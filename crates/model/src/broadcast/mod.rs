@@ -5,7 +5,7 @@
 //! owning session answers with one upstream subscription. Later readers of the same name share
 //! that track, so fan-out costs one upstream whatever the number of readers.
 //!
-//! A *front* (see `front.rs`) is a dynamic broadcast too, but its requests are not queued for
+//! A *front* (see `request.rs`) is a dynamic broadcast too, but its requests are not queued for
 //! an owner: each new track is handed at once to the best route's broadcast, and handed on
 //! when that route's session is lost.
 
@@ -18,11 +18,16 @@ use parking_lot::Mutex;
 use starling_proto::StreamCode;
 
 use crate::cache::CacheBudget;
-use crate::front::{FrontHome, TrackRequest};
+use crate::route::FrontKey;
 use crate::stats::TrackSummary;
 use crate::track::{StartAt, TrackConsumer, TrackInfo, TrackProducer};
 use crate::waiters::Waiters;
 use crate::Limits;
+
+mod request;
+
+pub(crate) use request::FrontHome;
+pub use request::TrackRequest;
 
 #[derive(Debug)]
 struct BroadcastState {
@@ -39,7 +44,7 @@ pub(crate) struct BroadcastShared {
     /// The relay-wide cache budget this broadcast's tracks charge.
     budget: Option<Arc<CacheBudget>>,
     /// Set on a front: where its tracks are dispatched from.
-    front: Option<Arc<FrontHome>>,
+    front: Option<Arc<dyn FrontHome>>,
     state: Mutex<BroadcastState>,
 }
 
@@ -47,7 +52,7 @@ impl BroadcastShared {
     fn new(
         limits: Limits,
         budget: Option<Arc<CacheBudget>>,
-        front: Option<Arc<FrontHome>>,
+        front: Option<Arc<dyn FrontHome>>,
         dynamic: bool,
     ) -> Self {
         BroadcastShared {
@@ -245,7 +250,7 @@ impl BroadcastConsumer {
         drop(state);
         // Outside the front's lock: dispatching locks the origin and the source.
         let request = TrackRequest::fronted(producer, self.clone());
-        if let Err(request) = home.origin.dispatch(home, request, None) {
+        if let Err(request) = home.dispatch(request, None) {
             // No route serves this content any more.
             request.abort(StreamCode::NotFound);
             return Err(StreamCode::NotFound);
@@ -254,12 +259,12 @@ impl BroadcastConsumer {
     }
 
     /// A front for `home`, with the limits and cache budget of the broadcast it first reads.
-    pub(crate) fn front(home: FrontHome, like: &BroadcastConsumer) -> BroadcastConsumer {
+    pub(crate) fn front(home: Arc<dyn FrontHome>, like: &BroadcastConsumer) -> BroadcastConsumer {
         BroadcastConsumer {
             strong: Arc::new(BroadcastShared::new(
                 like.strong.limits,
                 like.strong.budget.clone(),
-                Some(Arc::new(home)),
+                Some(home),
                 true,
             )),
         }
@@ -291,13 +296,13 @@ impl BroadcastConsumer {
     }
 
     /// The front's place in its origin, if this is a front.
-    pub(crate) fn home(&self) -> Option<Arc<FrontHome>> {
+    pub(crate) fn home(&self) -> Option<Arc<dyn FrontHome>> {
         self.strong.front.clone()
     }
 
     /// Whether this is a front of `key`, still open.
-    pub(crate) fn is_front_of(&self, key: &crate::front::FrontKey) -> bool {
-        self.strong.front.as_ref().is_some_and(|h| h.key == *key) && !self.is_closed()
+    pub(crate) fn is_front_of(&self, key: &FrontKey) -> bool {
+        self.strong.front.as_ref().is_some_and(|h| h.key() == key) && !self.is_closed()
     }
 
     pub(crate) fn downgrade(&self) -> std::sync::Weak<BroadcastShared> {

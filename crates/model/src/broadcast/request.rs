@@ -1,10 +1,11 @@
-//! Fronts and track requests: how a relay keeps a track flowing when the route serving it dies.
+//! Track requests, and fronts: how a relay keeps a track flowing when the route serving it dies.
 //!
 //! Readers of a broadcast learned from a peer do not read that peer's copy directly. They read
-//! the path's *front*: one broadcast per (path, content identity) owned by the origin. The identity is the route's first hop, the original publisher: every route with
-//! the same first hop carries the same content, reached another way. Each track a reader opens
-//! on the front is a *resumable* track, handed to the best qualifying route's session as a
-//! [`TrackRequest`]; that session pulls it. When the session is lost (a crash, a partition, a
+//! the path's *front*: one broadcast per (path, content identity) owned by the origin (its
+//! [`FrontHome`]). The identity is the route's first hop, the original publisher: every route
+//! with the same first hop carries the same content, reached another way. Each track a reader
+//! opens on the front is a *resumable* track, handed to the best qualifying route's session as
+//! a [`TrackRequest`]; that session pulls it. When the session is lost (a crash, a partition, a
 //! drained peer closing), the request goes back to the front, which hands the same track to the
 //! next best route with the same first hop. The new source starts at the oldest group the lost
 //! one left unfinished, continues it at the first frame not yet held, and skips the groups
@@ -15,37 +16,24 @@
 
 use std::sync::Arc;
 
-use starling_proto::{Path, StreamCode};
+use starling_proto::StreamCode;
 
-use crate::broadcast::BroadcastConsumer;
-use crate::origin::Origin;
+use super::BroadcastConsumer;
+use crate::route::FrontKey;
 use crate::track::TrackProducer;
 
-/// Where a front lives in its origin, and what it serves.
-#[derive(Debug)]
-pub(crate) struct FrontHome {
-    pub(crate) origin: Origin,
-    pub(crate) key: FrontKey,
-}
-
-impl FrontHome {
-    pub(crate) fn new(origin: Origin, key: FrontKey) -> Self {
-        FrontHome { origin, key }
-    }
-}
-
-/// A front's identity in the origin.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct FrontKey {
-    pub(crate) path: Path,
-    /// The first hop every route this front uses starts with.
-    pub(crate) identity: u64,
-}
-
-impl Drop for FrontHome {
-    fn drop(&mut self) {
-        self.origin.forget_front(&self.key);
-    }
+/// Where a front lives: the origin that hands its tracks to routes. Defined here, with the
+/// requests it takes, so the broadcast needs nothing of the origin's.
+pub(crate) trait FrontHome: Send + Sync + std::fmt::Debug {
+    /// The content this front serves.
+    fn key(&self) -> &FrontKey;
+    /// Hand `request` to the best route for this front other than `lost`; the request comes
+    /// back when no route qualifies.
+    fn dispatch(
+        &self,
+        request: TrackRequest,
+        lost: Option<&BroadcastConsumer>,
+    ) -> Result<(), TrackRequest>;
 }
 
 /// A track a reader asked a dynamic broadcast for, to be pulled by the session that owns the
@@ -153,7 +141,7 @@ impl TrackRequest {
             track: Some(track),
             front: Some(front),
         };
-        if let Err(mut request) = home.origin.dispatch(&home, request, lost.as_ref()) {
+        if let Err(mut request) = home.dispatch(request, lost.as_ref()) {
             // No qualifying route: moq-relay ends such a track with INTERNAL_ERROR.
             if let Some(track) = request.track.take() {
                 track.abort(StreamCode::Internal);
