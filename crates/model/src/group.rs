@@ -16,13 +16,14 @@
 //! frame not yet written.
 
 use std::future::poll_fn;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
 use starling_proto::StreamCode;
 
+use crate::cache::FRAME_OVERHEAD;
 use crate::error::ModelError;
 use crate::waiters::Waiters;
 use crate::Limits;
@@ -38,6 +39,11 @@ pub struct Frame {
 struct GroupState {
     frames: Vec<Frame>,
     bytes: usize,
+    /// What the group is charged in its track's cache: payload bytes (a frame arriving in
+    /// pieces is charged when it begins) and cost (payload plus overheads). Kept under the
+    /// group's lock, with the frames, so a frame takes one lock; given back when it expires.
+    charged_bytes: usize,
+    charged_cost: usize,
     end: Option<Result<(), StreamCode>>,
     /// Its producer was dropped mid-group on a resumable track: the group waits open for the
     /// next source to continue it.
@@ -59,16 +65,27 @@ impl GroupState {
 #[derive(Debug)]
 pub(crate) struct Group {
     sequence: u64,
+    /// The timestamp of its first charged frame: the track's age policy and late readers'
+    /// start read it without the group's lock.
+    start: OnceLock<u64>,
     state: Mutex<GroupState>,
 }
 
 impl Group {
     pub(crate) fn new(sequence: u64) -> Arc<Self> {
+        Group::charged(sequence, 0)
+    }
+
+    /// A group of a track's cache, charged `cost` (its overhead) before any frame.
+    pub(crate) fn charged(sequence: u64, cost: usize) -> Arc<Self> {
         Arc::new(Group {
             sequence,
+            start: OnceLock::new(),
             state: Mutex::new(GroupState {
                 frames: Vec::new(),
                 bytes: 0,
+                charged_bytes: 0,
+                charged_cost: cost,
                 end: None,
                 orphaned: false,
                 waiters: Waiters::default(),
@@ -108,6 +125,11 @@ impl Group {
         self.sequence
     }
 
+    /// The timestamp of its first frame, once one was written.
+    pub(crate) fn start(&self) -> Option<u64> {
+        self.start.get().copied()
+    }
+
     /// Abort unless already ended; readers past the last frame see `code`.
     pub(crate) fn abort(&self, code: StreamCode) {
         let mut state = self.state.lock();
@@ -118,8 +140,9 @@ impl Group {
     }
 
     /// Expire the group: readers stop at once with `code` (even mid-group), memory goes with
-    /// the last reader.
-    pub(crate) fn expire(&self, code: StreamCode) {
+    /// the last reader. What it was charged, payload bytes and cost, for the track to give
+    /// back: nothing more is charged to it after this.
+    pub(crate) fn expire(&self, code: StreamCode) -> (usize, usize) {
         let mut state = self.state.lock();
         // A finished group that expires still stops readers that lag inside it.
         state.frames.clear();
@@ -127,6 +150,10 @@ impl Group {
         state.bytes = 0;
         state.end = Some(Err(code));
         state.waiters.wake_all();
+        (
+            std::mem::take(&mut state.charged_bytes),
+            std::mem::take(&mut state.charged_cost),
+        )
     }
 }
 
@@ -151,11 +178,26 @@ const PENDING_START: usize = 64 * 1024;
 /// cache can account it, and a lost source, so a resumable track can keep the group for the
 /// next one. Named here, so a group knows nothing of tracks.
 pub(crate) trait GroupHome: Send + Sync + std::fmt::Debug {
-    /// A frame of `size` payload bytes stamped `timestamp` was appended to the group that
-    /// arrived `arrival`-th.
-    fn on_frame(&self, arrival: u64, size: usize, timestamp: u64);
+    /// Count a frame of `size` payload bytes stamped `timestamp` charged to one of the
+    /// track's groups, `first` when it is that group's first. Called under the group's lock,
+    /// so it only counts (atomics, never the track's lock); what it returns is done by
+    /// [`GroupHome::settle`] once the group is unlocked.
+    fn charge(&self, size: usize, timestamp: u64, first: bool) -> Settle;
+    /// Apply the track's cache policy and the relay-wide budget, as a charge asked.
+    fn settle(&self, settle: Settle);
     /// The source writing `group` was lost: `true` when the track keeps it for the next.
     fn orphan(&self, group: &Group) -> bool;
+}
+
+/// What a frame's charge leaves for its track to do with no group locked.
+#[derive(Clone, Copy, Debug, Default)]
+#[must_use]
+pub(crate) struct Settle {
+    /// The track's own cache policy may drop a group (its bytes over, a group aged out, or a
+    /// group's first frame that moves when one ages out).
+    pub(crate) policy: bool,
+    /// The relay-wide budget is over.
+    pub(crate) budget: bool,
 }
 
 /// Writes frames into a group. Dropping it without `finish` aborts the group as cancelled.
@@ -163,9 +205,8 @@ pub(crate) trait GroupHome: Send + Sync + std::fmt::Debug {
 pub struct GroupProducer {
     group: Arc<Group>,
     limits: Limits,
-    /// The track whose cache accounts this group's bytes and timestamps, if any, and the
-    /// group's arrival index in it.
-    track: Option<(Arc<dyn GroupHome>, u64)>,
+    /// The track whose cache accounts this group's bytes and timestamps, if any.
+    track: Option<Arc<dyn GroupHome>>,
     /// Frames still to skip: a group continued from a new source starts again at its first
     /// frame, and what the group already holds is not written twice.
     skip: usize,
@@ -179,7 +220,7 @@ impl GroupProducer {
     pub(crate) fn new(
         group: Arc<Group>,
         limits: Limits,
-        track: Option<(Arc<dyn GroupHome>, u64)>,
+        track: Option<Arc<dyn GroupHome>>,
     ) -> Self {
         GroupProducer {
             group,
@@ -217,11 +258,16 @@ impl GroupProducer {
             self.skip -= 1;
             return Ok(());
         }
-        let size = frame.payload.len();
-        let timestamp = frame.timestamp;
-        self.admit(size)?;
-        self.push(frame)?;
-        self.account(size, timestamp);
+        // One lock a frame: admitted, charged and published under the group's alone.
+        let settle = {
+            let mut state = self.group.state.lock();
+            let size = frame.payload.len();
+            self.admit(&state, size)?;
+            let settle = self.charge(&mut state, size, frame.timestamp);
+            publish(&mut state, frame);
+            settle
+        };
+        self.settle(settle);
         Ok(())
     }
 
@@ -236,8 +282,12 @@ impl GroupProducer {
         if skipped {
             self.skip -= 1;
         } else {
-            self.admit(size)?;
-            self.account(size, timestamp);
+            let settle = {
+                let mut state = self.group.state.lock();
+                self.admit(&state, size)?;
+                self.charge(&mut state, size, timestamp)
+            };
+            self.settle(settle);
         }
         self.pending = Some(PendingFrame {
             timestamp,
@@ -297,8 +347,7 @@ impl GroupProducer {
     }
 
     /// Whether one more frame of `size` bytes fits the group and its limits.
-    fn admit(&self, size: usize) -> Result<(), ModelError> {
-        let state = self.group.state.lock();
+    fn admit(&self, state: &GroupState, size: usize) -> Result<(), ModelError> {
         state.still_open()?;
         if size > self.limits.max_frame_bytes {
             return Err(ModelError::FrameTooLarge(size));
@@ -315,16 +364,26 @@ impl GroupProducer {
     fn push(&mut self, frame: Frame) -> Result<(), ModelError> {
         let mut state = self.group.state.lock();
         state.still_open()?;
-        state.bytes += frame.payload.len();
-        state.frames.push(frame);
-        state.waiters.wake_all();
+        publish(&mut state, frame);
         Ok(())
     }
 
-    /// Charge an admitted frame to the track's cache.
-    fn account(&self, size: usize, timestamp: u64) {
-        if let Some((track, arrival)) = &self.track {
-            track.on_frame(*arrival, size, timestamp);
+    /// Charge an admitted frame to the group and its track's cache (under the group's lock,
+    /// which a group that expires takes to give its charge back).
+    fn charge(&self, state: &mut GroupState, size: usize, timestamp: u64) -> Settle {
+        let Some(track) = &self.track else {
+            return Settle::default();
+        };
+        state.charged_bytes += size;
+        state.charged_cost += size + FRAME_OVERHEAD;
+        let first = self.group.start.set(timestamp).is_ok();
+        track.charge(size, timestamp, first)
+    }
+
+    /// What the charge left for the track, with the group unlocked.
+    fn settle(&self, settle: Settle) {
+        if let (Some(track), true) = (&self.track, settle.policy || settle.budget) {
+            track.settle(settle);
         }
     }
 
@@ -364,7 +423,7 @@ impl GroupProducer {
 impl Drop for GroupProducer {
     fn drop(&mut self) {
         if self.resumable {
-            if let Some((track, _)) = &self.track {
+            if let Some(track) = &self.track {
                 // Decided under the track's lock, so a track closing at the same moment
                 // either sees the orphan and aborts it, or we see it closed.
                 if track.orphan(&self.group) {
@@ -374,6 +433,13 @@ impl Drop for GroupProducer {
         }
         self.group.abort(StreamCode::Cancelled);
     }
+}
+
+/// Append a frame for the group's readers and wake them.
+fn publish(state: &mut GroupState, frame: Frame) {
+    state.bytes += frame.payload.len();
+    state.frames.push(frame);
+    state.waiters.wake_all();
 }
 
 /// Reads a group's frames in order, at its own pace.

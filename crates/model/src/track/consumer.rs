@@ -171,7 +171,7 @@ impl TrackConsumer {
         self.shared.state.lock().end
     }
 
-    fn position(start: StartAt, state: &TrackState) -> u64 {
+    fn position(start: StartAt, state: &TrackState, newest_timestamp: u64) -> u64 {
         let tail = state.next_arrival;
         let Some((latest_seq, latest_arrival)) = state.latest else {
             return tail;
@@ -184,14 +184,13 @@ impl TrackConsumer {
             return tail;
         }
         let info = state.info.unwrap_or_default();
-        let reach = state
-            .newest_timestamp
-            .saturating_sub(StartAt::ticks(start.max_age_ms, info.timescale));
-        for (arrival, cached) in &state.groups {
-            if cached.group.sequence() < floor {
+        let reach =
+            newest_timestamp.saturating_sub(StartAt::ticks(start.max_age_ms, info.timescale));
+        for (arrival, group) in &state.groups {
+            if group.sequence() < floor {
                 continue;
             }
-            if cached.start.is_none_or(|ts| ts >= reach) {
+            if group.start().is_none_or(|ts| ts >= reach) {
                 return *arrival;
             }
         }
@@ -207,7 +206,8 @@ impl TrackConsumer {
         let mut cursor = match self.cursor {
             Some(cursor) => cursor,
             None => {
-                let cursor = Self::position(self.start, &state);
+                let cursor =
+                    Self::position(self.start, &state, self.shared.counts.newest_timestamp());
                 self.cursor = Some(cursor);
                 cursor
             }
@@ -222,14 +222,14 @@ impl TrackConsumer {
         let next = state
             .groups
             .range(cursor..)
-            .find(|(_, cached)| {
-                let sequence = cached.group.sequence();
+            .find(|(_, group)| {
+                let sequence = group.sequence();
                 sequence >= floor
                     || reach.is_some_and(|reach| {
-                        sequence >= start_floor && cached.start.is_none_or(|ts| ts >= reach)
+                        sequence >= start_floor && group.start().is_none_or(|ts| ts >= reach)
                     })
             })
-            .map(|(arrival, cached)| (*arrival, cached.group.clone()));
+            .map(|(arrival, group)| (*arrival, group.clone()));
         if let Some((arrival, group)) = next {
             if !self.delivered_any {
                 // Stragglers below the first delivered group are never sent.
@@ -258,8 +258,9 @@ impl TrackConsumer {
             return None;
         }
         Some(state.info.map_or(0, |info| {
-            state
-                .newest_timestamp
+            self.shared
+                .counts
+                .newest_timestamp()
                 .saturating_sub(StartAt::ticks(self.start.max_age_ms, info.timescale))
         }))
     }
@@ -272,7 +273,7 @@ impl TrackConsumer {
     pub fn group(&self, sequence: u64) -> Option<GroupConsumer> {
         let state = self.shared.state.lock();
         let arrival = *state.by_sequence.get(&sequence)?;
-        let group = state.groups.get(&arrival)?.group.clone();
+        let group = state.groups.get(&arrival)?.clone();
         Some(GroupConsumer::new(group, 0))
     }
 
@@ -291,8 +292,8 @@ impl TrackConsumer {
     /// reader's cursor, so a caller can wait for any arrival, older groups included.
     pub fn poll_groups_changed(&self, cx: &mut Context<'_>, seen: u64) -> Poll<u64> {
         let mut state = self.shared.state.lock();
-        if state.received.groups != seen || state.closed.is_some() {
-            Poll::Ready(state.received.groups)
+        if state.groups_received != seen || state.closed.is_some() {
+            Poll::Ready(state.groups_received)
         } else {
             state.waiters.register(cx);
             Poll::Pending

@@ -21,16 +21,19 @@ use starling_proto::StreamCode;
 
 use crate::cache::{CacheBudget, CacheMember, Leave, Membership, FRAME_OVERHEAD, GROUP_OVERHEAD};
 use crate::error::ModelError;
-use crate::group::{Group, GroupConsumer, GroupHome, GroupProducer};
+use crate::group::{Group, GroupConsumer, GroupHome, GroupProducer, Settle};
 use crate::route::Route;
 use crate::stats::TrackStats;
 use crate::waiters::Waiters;
 use crate::Limits;
 
 mod consumer;
+mod counts;
 
 pub use consumer::{StartAt, TrackConsumer};
 pub use starling_proto::TrackInfo;
+
+use counts::FrameCounts;
 
 fn max_age_ticks(info: &TrackInfo) -> u64 {
     StartAt::ticks(info.max_age_ms, info.timescale)
@@ -47,26 +50,13 @@ pub struct Demand {
     pub max_age_ms: u64,
 }
 
-/// A cached group with what the cache policy reads of it, kept in the track's own state so
-/// the policy never locks (or touches the memory of) the groups it does not evict.
-#[derive(Debug)]
-struct Cached {
-    group: Arc<Group>,
-    /// Timestamp of the group's first frame, once written.
-    start: Option<u64>,
-    /// Payload bytes written into the group.
-    bytes: usize,
-    /// What the group is charged in the relay-wide budget (payload plus overheads).
-    cost: usize,
-}
-
 #[derive(Debug)]
 struct TrackState {
     info: Option<TrackInfo>,
     /// Cached groups by arrival index: only live ones, so sequence gaps or a latest group
     /// that never leaves cannot grow it (it holds at most the cache's group bound, plus the
     /// latest).
-    groups: BTreeMap<u64, Cached>,
+    groups: BTreeMap<u64, Arc<Group>>,
     /// Arrival index of the next group: at most the next group's (a track in the relay-wide
     /// budget takes the budget's stamps, which other tracks' groups also advance).
     next_arrival: u64,
@@ -74,10 +64,6 @@ struct TrackState {
     by_sequence: HashMap<u64, u64>,
     /// Highest sequence seen and its arrival index.
     latest: Option<(u64, u64)>,
-    newest_timestamp: u64,
-    bytes: usize,
-    /// Sum of the cached groups' costs (see [`Cached::cost`]).
-    cost: usize,
     /// The stamp this track is registered under in the relay-wide budget's index, if it is.
     budget_key: Option<u64>,
     live_groups: usize,
@@ -98,19 +84,12 @@ struct TrackState {
     /// Pulled through a peer, the track's front lost its last route (see `front_closed`).
     front_gone: bool,
     demand: Option<Demand>,
-    /// Cumulative groups, frames and bytes accepted (statistics only).
-    received: Received,
+    /// Groups accepted, cumulative (readers wait on it; frames and bytes are counted in
+    /// [`FrameCounts`]).
+    groups_received: u64,
     waiters: Waiters,
     unused_waiters: Waiters,
     demand_waiters: Waiters,
-}
-
-/// Cumulative counts of what a track accepted; read by [`TrackStats`], never by the cache.
-#[derive(Clone, Copy, Debug, Default)]
-struct Received {
-    groups: u64,
-    frames: u64,
-    bytes: u64,
 }
 
 #[derive(Debug)]
@@ -125,6 +104,8 @@ pub(crate) struct TrackShared {
     resumable: AtomicBool,
     /// The relay-wide budget this track charges, if any.
     cache: Option<Membership>,
+    /// What each frame updates without the lock below.
+    counts: FrameCounts,
     state: Mutex<TrackState>,
 }
 
@@ -153,30 +134,26 @@ impl TrackShared {
         }
     }
 
-    /// Account a frame just appended to the group that arrived `arrival`-th, then apply the
-    /// cache policy.
-    fn on_frame(&self, arrival: u64, size: usize, timestamp: u64) {
-        let mut over = false;
-        {
-            let mut state = self.state.lock();
-            state.received.frames += 1;
-            state.received.bytes += size as u64;
-            // A group that left the cache while this frame was written holds nothing more.
-            let Some(cached) = state.groups.get_mut(&arrival) else {
-                return;
-            };
-            cached.start.get_or_insert(timestamp);
-            cached.bytes += size;
-            cached.cost += size + FRAME_OVERHEAD;
-            state.bytes += size;
-            state.cost += size + FRAME_OVERHEAD;
-            state.newest_timestamp = state.newest_timestamp.max(timestamp);
-            if let Some(cache) = &self.cache {
-                over = cache.budget.charge(size + FRAME_OVERHEAD);
-            }
-            self.enforce_cache(&mut state);
+    /// Count a frame charged to one of this track's groups (under that group's lock: atomics
+    /// only); the policy runs in [`Self::settle`] when this frame may have moved it.
+    fn charge(&self, size: usize, timestamp: u64, first: bool) -> Settle {
+        let cost = size + FRAME_OVERHEAD;
+        let charged = self.counts.frame(size, cost, timestamp);
+        Settle {
+            // A group's first frame sets the start its predecessor ages by.
+            policy: first || charged.aged || charged.cached_bytes > self.limits.track_cache_bytes,
+            budget: self
+                .cache
+                .as_ref()
+                .is_some_and(|cache| cache.budget.charge(cost)),
         }
-        if over {
+    }
+
+    fn settle(&self, settle: Settle) {
+        if settle.policy {
+            self.enforce_cache(&mut self.state.lock());
+        }
+        if settle.budget {
             self.shrink_budget();
         }
     }
@@ -189,7 +166,7 @@ impl TrackShared {
 
     /// What this track's cached groups are charged in the relay-wide budget.
     fn cost(&self) -> usize {
-        self.state.lock().cost
+        self.counts.cost()
     }
 
     /// The relay-wide budget is over and this track, which charged last, holds more than
@@ -203,19 +180,21 @@ impl TrackShared {
             return false;
         };
         let mut state = self.state.lock();
-        if state.cost <= share {
+        let cost = self.counts.cost();
+        if cost <= share {
             return false;
         }
         let latest = state.latest.map(|(_, arrival)| arrival);
         let victim = match state.groups.keys().find(|a| Some(**a) != latest).copied() {
             Some(older) => older,
-            None if state.cost > share.saturating_mul(2) => match latest {
+            None if cost > share.saturating_mul(2) => match latest {
                 Some(latest) if state.groups.contains_key(&latest) => latest,
                 _ => return false,
             },
             None => return false,
         };
         self.remove_group(&mut state, victim, Leave::Pressed);
+        self.enforce_cache(&mut state);
         state.waiters.wake_all();
         if let Some(key) = state.budget_key.take() {
             cache.budget.leave(key, cache.id);
@@ -234,23 +213,22 @@ impl TrackShared {
 
     /// Take the group that arrived `arrival`-th out of the cache and expire it.
     fn remove_group(&self, state: &mut TrackState, arrival: u64, why: Leave) {
-        let Some(candidate) = state.groups.remove(&arrival) else {
+        let Some(group) = state.groups.remove(&arrival) else {
             return;
         };
-        let sequence = candidate.group.sequence();
-        state.bytes = state.bytes.saturating_sub(candidate.bytes);
-        state.cost = state.cost.saturating_sub(candidate.cost);
+        let sequence = group.sequence();
         state.by_sequence.remove(&sequence);
         state.live_groups -= 1;
         state.expired_through = state.expired_through.max(Some(sequence));
-        if let Some(cache) = &self.cache {
-            cache.budget.release(candidate.cost);
-            cache.budget.count(why);
-        }
-        candidate.group.expire(match why {
+        let (bytes, cost) = group.expire(match why {
             Leave::Aged => StreamCode::Old,
             Leave::Evicted | Leave::Pressed => StreamCode::Evicted,
         });
+        self.counts.release(bytes, cost);
+        if let Some(cache) = &self.cache {
+            cache.budget.release(cost);
+            cache.budget.count(why);
+        }
     }
 
     /// The relay-wide budget is over and this track was registered under `stamp`: give up
@@ -266,11 +244,14 @@ impl TrackShared {
         };
         if oldest <= stamp {
             self.remove_group(&mut state, oldest, Leave::Pressed);
+            self.enforce_cache(&mut state);
             state.waiters.wake_all();
         }
         self.reenter(&mut state, cache);
     }
 
+    /// Drop groups until the track is within its bounds and none has aged out, then leave
+    /// the frames' path the timestamp at which the next one would age out.
     fn enforce_cache(&self, state: &mut TrackState) {
         loop {
             // The oldest-arrived group other than the latest, which always stays (groups
@@ -282,25 +263,30 @@ impl TrackShared {
                 .find(|arrival| Some(**arrival) != latest)
                 .copied()
             else {
+                self.counts.set_age_trip(u64::MAX);
                 return;
             };
-            let over_budget = state.bytes > self.limits.track_cache_bytes
+            let over_budget = self.counts.cached_bytes() > self.limits.track_cache_bytes
                 || state.live_groups > self.limits.max_cached_groups;
-            let aged = {
-                let successor_start = state
-                    .groups
-                    .range(index + 1..)
-                    .next()
-                    .and_then(|(_, g)| g.start);
-                match (&state.info, successor_start) {
-                    (Some(info), Some(start)) => {
-                        state.newest_timestamp.saturating_sub(start) > max_age_ticks(info)
-                    }
-                    _ => false,
-                }
+            // It ages out once the newest frame is more than the max age past the start of
+            // the group after it.
+            let successor_start = state
+                .groups
+                .range(index + 1..)
+                .next()
+                .and_then(|(_, g)| g.start());
+            let trip = match (&state.info, successor_start) {
+                (Some(info), Some(start)) => start.saturating_add(max_age_ticks(info)),
+                _ => u64::MAX,
             };
+            let aged = self.counts.newest_timestamp() > trip;
             if !(over_budget || aged) {
-                return;
+                self.counts.set_age_trip(trip);
+                // A frame counted before the trip was set would have missed it.
+                if self.counts.newest_timestamp() <= trip {
+                    return;
+                }
+                continue;
             }
             let why = if aged { Leave::Aged } else { Leave::Evicted };
             self.remove_group(state, index, why);
@@ -311,11 +297,11 @@ impl TrackShared {
     pub(crate) fn stats(&self) -> TrackStats {
         let state = self.state.lock();
         TrackStats {
-            groups: state.received.groups,
-            frames: state.received.frames,
-            bytes: state.received.bytes,
+            groups: state.groups_received,
+            frames: self.counts.frames(),
+            bytes: self.counts.bytes(),
             consumers: state.consumers,
-            cached_bytes: state.bytes,
+            cached_bytes: self.counts.cached_bytes(),
             cached_groups: state.live_groups,
             latest_sequence: state.latest.map(|(s, _)| s),
             expired_through: state.expired_through,
@@ -349,9 +335,9 @@ impl TrackShared {
     }
 
     fn abort_orphans(state: &TrackState, code: StreamCode, which: impl Fn(u64) -> bool) {
-        for cached in state.groups.values() {
-            if which(cached.group.sequence()) && cached.group.is_orphaned() {
-                cached.group.abort(code);
+        for group in state.groups.values() {
+            if which(group.sequence()) && group.is_orphaned() {
+                group.abort(code);
             }
         }
     }
@@ -392,15 +378,13 @@ impl TrackProducer {
                     id: budget.track_id(),
                     budget,
                 }),
+                counts: FrameCounts::default(),
                 state: Mutex::new(TrackState {
                     info,
                     groups: BTreeMap::new(),
                     next_arrival: 0,
                     by_sequence: HashMap::new(),
                     latest: None,
-                    newest_timestamp: 0,
-                    bytes: 0,
-                    cost: 0,
                     budget_key: None,
                     live_groups: 0,
                     expired_through: None,
@@ -411,7 +395,7 @@ impl TrackProducer {
                     source: None,
                     front_gone: false,
                     demand: None,
-                    received: Received::default(),
+                    groups_received: 0,
                     waiters: Waiters::default(),
                     unused_waiters: Waiters::default(),
                     demand_waiters: Waiters::default(),
@@ -444,8 +428,8 @@ impl TrackProducer {
         let orphan = state
             .groups
             .values()
-            .filter(|cached| cached.group.is_orphaned())
-            .map(|cached| cached.group.sequence())
+            .filter(|group| group.is_orphaned())
+            .map(|group| group.sequence())
             .min();
         orphan.or(state.latest.map(|(latest, _)| latest + 1))
     }
@@ -459,6 +443,8 @@ impl TrackProducer {
     pub fn set_info(&self, info: TrackInfo) {
         let mut state = self.shared.state.lock();
         state.info = Some(info);
+        // The max age is the info's.
+        self.shared.enforce_cache(&mut state);
         state.waiters.wake_all();
     }
 
@@ -468,7 +454,7 @@ impl TrackProducer {
 
     /// Start group `sequence`. Refused for a sequence already cached or past the track's end.
     pub fn create_group(&self, sequence: u64) -> Result<GroupProducer, ModelError> {
-        let group = Group::new(sequence);
+        let group = Group::charged(sequence, GROUP_OVERHEAD);
         let arrival;
         let mut over = false;
         {
@@ -481,12 +467,12 @@ impl TrackProducer {
                 let orphan = state
                     .groups
                     .get(&arrival)
-                    .and_then(|cached| Some((cached.group.clone(), cached.group.adopt()?)));
+                    .and_then(|group| Some((group.clone(), group.adopt()?)));
                 return match orphan {
                     Some((group, held)) => Ok(GroupProducer::new(
                         group,
                         self.shared.limits,
-                        Some((self.shared.clone() as Arc<dyn GroupHome>, arrival)),
+                        Some(self.shared.clone() as Arc<dyn GroupHome>),
                     )
                     .resuming(held)),
                     None => Err(ModelError::DuplicateGroup(sequence)),
@@ -504,16 +490,8 @@ impl TrackProducer {
                 None => state.next_arrival,
             };
             state.next_arrival = arrival + 1;
-            state.groups.insert(
-                arrival,
-                Cached {
-                    group: group.clone(),
-                    start: None,
-                    bytes: 0,
-                    cost: GROUP_OVERHEAD,
-                },
-            );
-            state.cost += GROUP_OVERHEAD;
+            state.groups.insert(arrival, group.clone());
+            self.shared.counts.group(GROUP_OVERHEAD);
             if let Some(cache) = &self.shared.cache {
                 over = cache.budget.charge(GROUP_OVERHEAD);
                 if state.budget_key.is_none() {
@@ -524,7 +502,7 @@ impl TrackProducer {
             }
             state.by_sequence.insert(sequence, arrival);
             state.live_groups += 1;
-            state.received.groups += 1;
+            state.groups_received += 1;
             if state.latest.is_none_or(|(latest, _)| sequence > latest) {
                 state.latest = Some((sequence, arrival));
             }
@@ -537,7 +515,7 @@ impl TrackProducer {
         let producer = GroupProducer::new(
             group,
             self.shared.limits,
-            Some((self.shared.clone() as Arc<dyn GroupHome>, arrival)),
+            Some(self.shared.clone() as Arc<dyn GroupHome>),
         );
         Ok(if self.shared.resumable.load(Ordering::Relaxed) {
             producer.resuming(0)
@@ -693,7 +671,7 @@ impl TrackProducer {
 
     /// Cached bytes (for metrics and tests).
     pub fn cached_bytes(&self) -> usize {
-        self.shared.state.lock().bytes
+        self.shared.counts.cached_bytes()
     }
 
     /// Counters and cache occupancy (read-only; for status pages and metrics).
@@ -707,8 +685,12 @@ impl TrackProducer {
 }
 
 impl GroupHome for TrackShared {
-    fn on_frame(&self, arrival: u64, size: usize, timestamp: u64) {
-        TrackShared::on_frame(self, arrival, size, timestamp)
+    fn charge(&self, size: usize, timestamp: u64, first: bool) -> Settle {
+        TrackShared::charge(self, size, timestamp, first)
+    }
+
+    fn settle(&self, settle: Settle) {
+        TrackShared::settle(self, settle)
     }
 
     fn orphan(&self, group: &Group) -> bool {
@@ -734,8 +716,8 @@ impl Drop for TrackShared {
     /// The track is gone: what it held leaves the relay-wide budget with it.
     fn drop(&mut self) {
         if let Some(cache) = &self.cache {
+            cache.budget.release(self.counts.cost());
             let state = self.state.get_mut();
-            cache.budget.release(state.cost);
             if let Some(key) = state.budget_key {
                 cache.budget.leave(key, cache.id);
             }
