@@ -22,6 +22,7 @@ mod publisher;
 mod pulls;
 mod rank;
 mod reader;
+mod serve;
 mod session;
 mod shared;
 mod stop;

@@ -14,6 +14,7 @@ mod control;
 mod data;
 mod publisher;
 mod request;
+mod serve;
 mod setup;
 mod subscriber;
 

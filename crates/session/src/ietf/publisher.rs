@@ -5,44 +5,32 @@
 //! answered with that Largest Location: the group's tail goes on its stream from the next
 //! object, its head by the joining FETCH (14-19) or the fill (20 on) the subscriber asks for,
 //! as moq-net serves them. Otherwise a subscription starts at the first object of the latest
-//! group (or its filter's start group), reported with no Largest.
-//! Groups go out one stream each, driven from the subscription's task, a bounded number in
-//! flight (the oldest is reset past it, as on lite); a finished track ends with an
-//! END_OF_TRACK stream and PUBLISH_DONE counting every stream. A FETCH is served for one
-//! cached group.
+//! group (or its filter's start group), reported with no Largest. Once answered, the
+//! subscription is served by the engine both families share (`crate::serve`, the IETF side
+//! in `serve.rs`). A FETCH is served for one cached group.
 
-use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use starling_model::StartAt;
 use starling_proto::ietf::fetch::{Fetch, FetchKind, FetchOk};
 use starling_proto::ietf::fields::GroupOrder;
 use starling_proto::ietf::properties::TrackProperties;
-use starling_proto::ietf::reply::{RefusalCode, Refused, RequestOk};
-use starling_proto::ietf::subscribe::{PublishDone, RequestUpdate, Subscribe, SubscribeOk};
+use starling_proto::ietf::reply::{RefusalCode, Refused};
+use starling_proto::ietf::subscribe::{Subscribe, SubscribeOk};
 use starling_proto::ietf::{Control, Filter, Location};
-use starling_proto::StreamCode;
 use starling_transport::Transport;
 
 use super::data::{write_fetch, Fetched, Subgroups};
 use super::request::Request;
-use super::{refusal_for, refuse, wire_stream_code};
+use super::serve::{IetfEvents, IetfGroups, IetfServe};
+use super::{refusal_for, refuse};
 use crate::error::Error;
-use crate::gate::Gate;
-use crate::inflight::InFlight;
-use crate::publisher::{resolve, send_order};
+use crate::publisher::resolve;
+use crate::serve;
 use crate::shared::ietf::Join;
 use crate::shared::Shared;
-use crate::violation::Violation;
 use crate::writer::Writer;
-
-/// PUBLISH_DONE status codes (docs/wire-ietf.md §6.4).
-mod done {
-    pub const INTERNAL_ERROR: u64 = 0x0;
-    pub const TRACK_ENDED: u64 = 0x2;
-    pub const UPDATE_FAILED: u64 = 0x8;
-}
 
 /// Where a subscription starts in the cache (model terms) for its filter, given the latest
 /// group cached now: Unfiltered and Next Object at the latest group, Next Group (Relative 0)
@@ -228,9 +216,7 @@ pub(crate) async fn subscribe<T: Transport>(
         priority: 255 - info.priority,
         properties: msg.include_properties,
     };
-    let (priority_tx, priority) = tokio::sync::watch::channel(255 - msg.priority);
-    let last_group = end_of(&msg);
-    let opened = Arc::new(AtomicU64::new(0));
+    let fill_opened = Arc::new(AtomicU64::new(0));
     let fill = msg.fill.is_some() && draft.has_fill();
     if let (true, Some(join)) = (fill, &join) {
         // The head on a FETCH_HEADER stream named by the SUBSCRIBE (it counts in PUBLISH_DONE).
@@ -241,7 +227,7 @@ pub(crate) async fn subscribe<T: Transport>(
             frames: join.head.clone(),
             timestamps: msg.include_properties,
         };
-        let (id, task_opened) = (msg.request_id, opened.clone());
+        let (id, task_opened) = (msg.request_id, fill_opened.clone());
         shared.spawn(async move {
             let pending = std::future::pending::<()>();
             if let Some(mut writer) = task_shared.group_stream(pending, &task_opened).await {
@@ -252,220 +238,29 @@ pub(crate) async fn subscribe<T: Transport>(
         });
     }
     // The join group's tail starts after its head; an Absolute start inside its group there.
-    let mut tail_of = match (&join, msg.filter) {
+    let tail_of = match (&join, msg.filter) {
         (Some(join), _) => Some((join.group, join.head.len())),
         (None, Filter::Absolute { start, .. }) if start.object > 0 => {
             Some((start.group, start.object as usize))
         }
         _ => None,
     };
-    let mut inflight = InFlight::new(limits.max_inflight_groups);
-    let mut base = None;
-    // The request and the track are polled only when they woke the task, not on the wakes
-    // of the group sends.
-    let (mut control_gate, mut track_gate) = (Gate::default(), Gate::default());
-    let mut control = Box::pin(recv_on(request));
-    // The track itself ended in error (rather than the request).
-    let mut track_failed = false;
-    let outcome: Result<Option<u64>, (u64, Error)> = loop {
-        tokio::select! {
-            biased;
-            (request, event) = control_gate.future(control.as_mut()) => {
-                match event {
-                    Ok(Some(Control::RequestUpdate(update))) => {
-                        match priority_only(&update) {
-                            Some(wire) => {
-                                if let Some(wire) = wire {
-                                    priority_tx.send_replace(255 - wire);
-                                }
-                                if draft.has_namespace_messages() {
-                                    let ok = Control::RequestOk { answers: None, ok: RequestOk { request_id: update.request_id } };
-                                    request.send(&ok).await?;
-                                }
-                            }
-                            None => {
-                                refuse_update(request, &update).await?;
-                                break Err((done::UPDATE_FAILED, Error::Stream(StreamCode::Cancelled)));
-                            }
-                        }
-                    }
-                    // UNSUBSCRIBE (14-16), or the request closed on the control stream.
-                    Ok(Some(Control::Unsubscribe(_))) | Ok(None) if draft.has_control_stream() => {
-                        cancel_all(&mut inflight).await;
-                        return Ok(());
-                    }
-                    Ok(None) if draft < starling_proto::ietf::Draft::D19 => {
-                        // 17 and 18: the subscriber's FIN cancels.
-                        cancel_all(&mut inflight).await;
-                        request.finish();
-                        return Ok(());
-                    }
-                    // From 19 the subscriber's FIN says only that no update follows.
-                    Ok(None) => {}
-                    Ok(Some(_)) => return Err(Error::ProtocolViolation(Violation::UnexpectedMessageOnSubscription)),
-                    // STOP_SENDING or a reset: cancelled.
-                    Err(Error::Transport(_)) => {
-                        cancel_all(&mut inflight).await;
-                        request.finish();
-                        return Ok(());
-                    }
-                    Err(err) => return Err(err),
-                }
-                control.set(recv_on(request));
-            }
-            next = track_gate.wait(|cx| track.poll_group(cx)) => match next {
-                Ok(Some(mut group)) => {
-                    if let Some((sequence, head)) = tail_of.take() {
-                        if group.sequence() == sequence {
-                            group.seek(head);
-                        }
-                    }
-                    if last_group.is_some_and(|last| group.sequence() > last) {
-                        break Ok(Some(group.sequence()));
-                    }
-                    let base = *base.get_or_insert(group.sequence());
-                    let sequence = group.sequence();
-                    let order = send_order(*priority.borrow(), sequence, base);
-                    let opened = &opened;
-                    let skipped = inflight.start(sequence, |stop| async move {
-                        let mut group = group;
-                        let stats = &shared.stats;
-                        let write = async |writer: &mut Writer<T::Send>| {
-                            subgroups.write_group(writer, &mut group, |size| {
-                                stats.frames_sent.fetch_add(1, Ordering::Relaxed);
-                                stats.bytes_sent.fetch_add(size as u64, Ordering::Relaxed);
-                            }).await
-                        };
-                        let reset = |code| wire_stream_code(code, subgroups.draft);
-                        shared.send_group(sequence, &stop, opened, order, write, reset).await
-                    });
-                    shared.stats.groups_skipped.fetch_add(skipped, Ordering::Relaxed);
-                }
-                Ok(None) => break Ok(track.end()),
-                Err(code) => {
-                    track_failed = true;
-                    break Err((done::INTERNAL_ERROR, Error::Stream(code)));
-                }
-            },
-            _ = inflight.next() => {}
-        }
+    let mut wire = IetfServe {
+        groups: IetfGroups { subgroups },
+        request_id: msg.request_id,
+        last_group: end_of(&msg),
+        tail_of,
+        fill_opened,
     };
-    drop(control);
-    match outcome {
-        Ok(end) => {
-            inflight.drain().await;
-            if let Some(end) = end {
-                if let Ok(stream) = shared.transport.open_uni().await {
-                    opened.fetch_add(1, Ordering::Relaxed);
-                    let mut writer = Writer::new(stream, shared.version);
-                    subgroups.write_end(&mut writer, end).await?;
-                }
-            }
-            finish(
-                request,
-                msg.request_id,
-                done::TRACK_ENDED,
-                opened.load(Ordering::Relaxed),
-                "",
-            )
-            .await
-        }
-        Err((status, err)) => {
-            if track_failed {
-                inflight
-                    .finish_whole(&track, StreamCode::TooFarBehind)
-                    .await;
-            } else {
-                cancel_all(&mut inflight).await;
-            }
-            let reason = err.to_string();
-            finish(
-                request,
-                msg.request_id,
-                status,
-                opened.load(Ordering::Relaxed),
-                &reason,
-            )
-            .await
-        }
-    }
-}
-
-/// The request's next message as a future that owns the request's borrow and hands it back
-/// with the message, so the subscription keeps one such future across its loop.
-async fn recv_on<T: Transport>(
-    request: &mut Request<T>,
-) -> (&mut Request<T>, Result<Option<Control>, Error>) {
-    let event = request.recv().await;
-    (request, event)
-}
-
-/// A REQUEST_UPDATE that changes only the priority (and keeps FORWARD on): its new wire
-/// priority (`None`: unchanged). Anything else is refused (docs/wire-ietf.md §4.6).
-fn priority_only(update: &RequestUpdate) -> Option<Option<u8>> {
-    let other = update.start.is_some()
-        || update.end_group.is_some()
-        || update.forward == Some(false)
-        || update.filter.is_some()
-        || update.fill.is_some()
-        || update.delivery_timeout.is_some()
-        || update.subgroup_delivery_timeout.is_some()
-        || update.new_group_request.is_some()
-        || !update.authorization_tokens.is_empty()
-        || update.range_filters
-        || update.hop_path.is_some()
-        || update.route_cost.is_some();
-    (!other).then_some(update.priority)
-}
-
-async fn refuse_update<T: Transport>(
-    request: &mut Request<T>,
-    update: &RequestUpdate,
-) -> Result<(), Error> {
-    let draft = request.draft()?;
-    if !draft.has_namespace_messages() {
-        // SUBSCRIBE_UPDATE (14, 15) has no answer.
-        return Ok(());
-    }
-    let error = starling_proto::ietf::reply::RequestError {
-        request_id: update.request_id,
-        code: RefusalCode::NotSupported.code(draft, Refused::Subscribe),
-        retry_interval: 0,
-        reason: "only the priority can be updated".to_string(),
-    };
-    request
-        .send(&Control::RequestError {
-            answers: None,
-            error,
-        })
-        .await
-}
-
-/// Reset every group stream in flight (with TOO_FAR_BEHIND's code, as each stream a
-/// subscription stops is reset).
-async fn cancel_all<F: Future<Output = u64>>(inflight: &mut InFlight<F>) {
-    inflight.abort_all(StreamCode::TooFarBehind);
-    inflight.drain().await;
-}
-
-/// PUBLISH_DONE, then our FIN, then wait (bounded) for the subscriber's.
-async fn finish<T: Transport>(
-    request: &mut Request<T>,
-    request_id: u64,
-    status: u64,
-    streams: u64,
-    reason: &str,
-) -> Result<(), Error> {
-    request
-        .send(&Control::PublishDone(PublishDone {
-            request_id,
-            status,
-            stream_count: streams,
-            reason: reason.chars().take(256).collect(),
-        }))
-        .await?;
-    request.finish();
-    Ok(())
+    let mut events = IetfEvents { request, draft };
+    serve::serve(
+        shared,
+        &mut wire,
+        &mut events,
+        &mut track,
+        255 - msg.priority,
+    )
+    .await
 }
 
 /// FETCH: one cached group (docs/wire-ietf.md §4.12).

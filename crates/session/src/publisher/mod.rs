@@ -14,13 +14,14 @@ use starling_transport::Transport;
 use crate::error::Error;
 use crate::frames::FrameWriter;
 use crate::reader::Reader;
+use crate::serve::send_order;
 use crate::shared::Shared;
 use crate::writer::Writer;
 
 pub(crate) use announce::announce;
 pub(crate) use announce::View;
 pub(crate) use probe::probe;
-pub(crate) use subscribe::{resolve, send_order, subscribe};
+pub(crate) use subscribe::{resolve, subscribe};
 
 /// A request stream's one message; one that fails to decode is dropped with CANCELLED, as
 /// moq-net does (docs/wire.md §9).

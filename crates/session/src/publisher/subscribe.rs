@@ -1,12 +1,7 @@
-//! Serving one SUBSCRIBE: reading the shared track at this subscriber's cursor and writing each
-//! group on its own stream, newest first (docs/wire.md §4.6–4.8).
-//!
-//! Every group stream is its own future, driven from the subscription's task
-//! (`crate::inflight`), so a subscriber that reads slowly stalls only its own streams; the
-//! shared cache and other subscribers never wait for it. A subscription keeps a
-//! bounded number of group streams in flight: when a newer group starts beyond the bound, the
-//! oldest stream is reset with TOO_FAR_BEHIND, and a group that leaves the cache while being
-//! written is reset with the code it left with (OLD or EVICTED).
+//! Serving one lite SUBSCRIBE (docs/wire.md §4.6–4.8): where delivery starts, the frame and
+//! group bounds, the answers on the subscribe stream, and the group streams' bytes. The
+//! serving itself (groups in flight, priority, cancel, the end) is `crate::serve`'s, shared
+//! with the IETF drafts.
 
 use std::collections::VecDeque;
 use std::future::poll_fn;
@@ -19,12 +14,12 @@ use starling_proto::{
     UniType, Version,
 };
 use starling_transport::Transport;
+use tokio::sync::watch;
 
 use crate::error::Error;
 use crate::frames::FrameWriter;
-use crate::gate::Gate;
-use crate::inflight::InFlight;
 use crate::reader::Reader;
+use crate::serve::{self, Event, Events, Failure, GroupWire, Place, ServeWire, Urgency};
 use crate::shared::Shared;
 use crate::violation::Violation;
 use crate::writer::Writer;
@@ -104,42 +99,6 @@ impl Bounds {
     }
 }
 
-/// The span of group ranks within one priority (23 bits).
-const SPAN: u64 = 0x7f_ffff;
-
-/// QUIC send order: subscriber priority first, then newer groups first, ranked by how far a
-/// group is past the subscription's `base` sequence. Relative, so it does not wrap whatever the
-/// publisher numbers its groups with (a clock in milliseconds, say): the subscription moves its
-/// base up as its groups approach the top of the span (see [`Urgency::started`]).
-pub(crate) fn send_order(priority: u8, sequence: u64, base: u64) -> i32 {
-    let rank = sequence.saturating_sub(base).min(SPAN);
-    ((priority as i32) << 23) | rank as i32
-}
-
-/// What orders a subscription's group streams: its priority, and the base its groups are
-/// ranked from.
-#[derive(Clone, Copy, Debug)]
-struct Urgency {
-    priority: u8,
-    base: Option<u64>,
-}
-
-impl Urgency {
-    fn order(&self, sequence: u64) -> i32 {
-        send_order(self.priority, sequence, self.base.unwrap_or(0))
-    }
-
-    /// A base for a group about to start, when the current one no longer ranks it well:
-    /// a quarter span below it, so late older groups still rank below it, and a quarter span
-    /// of headroom is left before the next move.
-    fn rebased(&self, sequence: u64) -> Option<u64> {
-        match self.base {
-            Some(base) if sequence.saturating_sub(base) <= SPAN / 2 => None,
-            _ => Some(sequence.saturating_sub(SPAN / 4)),
-        }
-    }
-}
-
 pub(crate) async fn subscribe<T: Transport>(
     shared: &Arc<Shared<T>>,
     reader: &mut Reader<T::Recv>,
@@ -213,56 +172,7 @@ async fn serve<T: Transport>(
     msg: Subscribe,
     mut track: TrackConsumer,
 ) -> Result<(), Error> {
-    let limits = &shared.config.limits;
     let version = shared.version;
-    // In-flight group streams follow the subscription's priority as updates change it, and
-    // rank below each newer group as it starts.
-    let (priority_tx, priority) = tokio::sync::watch::channel(Urgency {
-        priority: msg.priority,
-        base: None,
-    });
-    let mut bounds = Bounds::of(&msg);
-    let mut started = false;
-    // Group streams opened for this subscription (lite-07's SUBSCRIBE_END carries the count).
-    let opened = AtomicU64::new(0);
-    let mut inflight = InFlight::new(limits.max_inflight_groups);
-    // Groups above the serving cap wait here (bounded) until an update raises the cap.
-    let mut held: VecDeque<GroupConsumer> = VecDeque::new();
-    let start = |group: GroupConsumer, bounds: &Bounds, inflight: &mut InFlight<_>| {
-        let (group, last_frame) = bounds.apply(group);
-        // Rare (every few million groups): streams in flight take the new base at their next
-        // frame.
-        let rebased = priority_tx.borrow().rebased(group.sequence());
-        if let Some(base) = rebased {
-            priority_tx.send_modify(|u| u.base = Some(base));
-        }
-        let mut priority = priority.clone();
-        let sequence = group.sequence();
-        let order = priority.borrow_and_update().order(sequence);
-        let opened = &opened;
-        let skipped = inflight.start(sequence, |stop| async move {
-            let mut group = group;
-            let write = async |writer: &mut Writer<T::Send>| {
-                write_group(
-                    shared,
-                    writer,
-                    msg.id,
-                    &mut group,
-                    last_frame,
-                    &mut priority,
-                )
-                .await
-            };
-            shared
-                .send_group(sequence, &stop, opened, order, write, StreamCode::to_code)
-                .await
-        });
-        shared
-            .stats
-            .groups_skipped
-            .fetch_add(skipped, Ordering::Relaxed);
-    };
-
     let legacy = !version.has_track_stream();
     if legacy {
         // Before 05 the subscription is answered with one OK as soon as it is served (typed
@@ -284,136 +194,186 @@ async fn serve<T: Transport>(
                 })
                 .await?;
         }
-        started = true;
     }
-    // The control stream and the track are polled only when they woke the task, not on the
-    // wakes of the group sends (one per frame per stream).
-    let (mut control_gate, mut track_gate) = (Gate::default(), Gate::default());
-    let mut control = Box::pin(update_on(reader, version, limits.max_control_message));
-    // The track itself ended in error (rather than the subscriber's stream).
-    let mut track_failed = false;
-    let outcome: Result<Option<u64>, Error> = loop {
-        tokio::select! {
-            biased;
-            (reader, update) = control_gate.future(control.as_mut()) => {
-                control.set(update_on(reader, version, limits.max_control_message));
-                match update {
-                    Ok(Some(update)) => {
-                        priority_tx.send_modify(|u| u.priority = update.priority);
-                        bounds.update(&update);
-                        let (ready, still): (Vec<_>, Vec<_>) =
-                            held.drain(..).partition(|g| bounds.within(g.sequence()));
-                        held.extend(still);
-                        for group in ready {
-                            start(group, &bounds, &mut inflight);
-                        }
-                    }
-                    Ok(None) => {
-                        // The subscriber FIN'd: stop, reset what is in flight, FIN our side.
-                        inflight.abort_all(StreamCode::Cancelled);
-                        inflight.drain().await;
-                        writer.finish()?;
-                        return Ok(());
-                    }
-                    Err(err) => break Err(err),
-                }
-            }
-            next = track_gate.wait(|cx| track.poll_group(cx)) => {
-                tracing::trace!(id = msg.id, next = ?next.as_ref().map(|g| g.as_ref().map(|g| g.sequence())), "subscription group");
-                match next {
-                    Ok(Some(group)) => {
-                        if !bounds.within(group.sequence()) {
-                            // Group End is a serving cap, not a terminator (docs/wire.md §4.6).
-                            if held.len() >= limits.max_inflight_groups.max(1) {
-                                held.pop_front();
-                            }
-                            held.push_back(group);
-                            continue;
-                        }
-                        if !started {
-                            started = true;
-                            writer.typed(&SubscribeResponse::Start { group: group.sequence() }).await?;
-                        }
-                        start(group, &bounds, &mut inflight);
-                    }
-                    Ok(None) => break Ok(track.end()),
-                    Err(code) => {
-                        track_failed = true;
-                        break Err(Error::Stream(code));
-                    }
-                }
-            }
-            _ = inflight.next() => {}
-        }
+    let mut wire = LiteServe {
+        writer,
+        version,
+        id: msg.id,
+        bounds: Bounds::of(&msg),
+        held: VecDeque::new(),
+        max_held: shared.config.limits.max_inflight_groups.max(1),
+        started: legacy,
     };
-    drop(control);
+    let mut events = LiteEvents {
+        reader,
+        version,
+        max: shared.config.limits.max_control_message,
+    };
+    serve::serve(shared, &mut wire, &mut events, &mut track, msg.priority).await
+}
 
-    match outcome {
-        Ok(end) => {
-            // The track finished: announce the exclusive end, let in-flight groups complete.
-            // On lite-07 the END also counts the group streams opened for the subscription,
-            // so it goes once every one of them has been opened (here: has ended).
-            let end = end.unwrap_or_else(|| inflight.last_started().map_or(0, |s| s + 1));
-            if legacy {
-                // No END before 05: the groups in flight complete, then the FIN says it.
-                inflight.drain().await;
-                writer.finish()?;
-                let _ = reader.finished().await;
-                return Ok(());
-            }
-            if version.has_stream_count() {
-                inflight.drain().await;
-            }
-            let streams = version
-                .has_stream_count()
-                .then(|| opened.load(Ordering::Relaxed));
-            writer
-                .typed(&SubscribeResponse::End {
-                    group: end,
-                    streams,
-                })
-                .await?;
-            inflight.drain().await;
-            writer.finish()?;
-            // Hold our side until the subscriber FINs or resets.
-            let _ = reader.finished().await;
-            Ok(())
-        }
-        Err(err) => {
-            if track_failed {
-                inflight.finish_whole(&track, err.stream_code()).await;
-            } else {
-                inflight.abort_all(err.stream_code());
-                inflight.drain().await;
-            }
-            Err(err)
-        }
+/// A lite subscriber's events: SUBSCRIBE_UPDATEs on its subscribe stream, then its FIN.
+struct LiteEvents<'a, R: starling_transport::RecvStream> {
+    reader: &'a mut Reader<R>,
+    version: Version,
+    max: usize,
+}
+
+impl<R: starling_transport::RecvStream> Events for LiteEvents<'_, R> {
+    type Update = SubscribeUpdate;
+
+    /// The subscriber's next SUBSCRIBE_UPDATE; on 01/02, which have none, only its FIN (any
+    /// byte is a protocol violation). The FIN cancels.
+    async fn next(&mut self) -> Result<Event<SubscribeUpdate>, Error> {
+        let update = if self.version.has_subscribe_update() {
+            self.reader.message::<SubscribeUpdate>(self.max).await?
+        } else {
+            self.reader.finished().await.map(|()| None)?
+        };
+        Ok(match update {
+            Some(update) => Event::Update(update),
+            None => Event::Cancel(StreamCode::Cancelled),
+        })
     }
 }
 
-/// The next SUBSCRIBE_UPDATE as a future that owns the reader's borrow and hands it back with
-/// the update, so the subscription keeps one such future across its loop and makes the next
-/// from what the last returned.
-async fn update_on<R: starling_transport::RecvStream>(
-    reader: &mut Reader<R>,
+/// A lite subscription as [`serve::serve`] serves it: its bounds (Group End is a serving cap,
+/// not a terminator: groups above it wait, bounded, for an update to raise it), the START
+/// before its first group (05 on), and SUBSCRIBE_END (05 on) or the FIN at its end.
+struct LiteServe<'a, S: starling_transport::SendStream> {
+    writer: &'a mut Writer<S>,
     version: Version,
-    max: usize,
-) -> (&mut Reader<R>, Result<Option<SubscribeUpdate>, Error>) {
-    let update = next_update(reader, version, max).await;
-    (reader, update)
+    id: u64,
+    bounds: Bounds,
+    held: VecDeque<GroupConsumer>,
+    max_held: usize,
+    /// Answered already (the first group's START, or the OK before 05).
+    started: bool,
 }
 
-/// The subscriber's next SUBSCRIBE_UPDATE; on 01/02, which have none, only its FIN (any byte
-/// is a protocol violation).
-async fn next_update<R: starling_transport::RecvStream>(
-    reader: &mut Reader<R>,
-    version: Version,
-    max: usize,
-) -> Result<Option<SubscribeUpdate>, Error> {
-    if version.has_subscribe_update() {
-        reader.message::<SubscribeUpdate>(max).await
-    } else {
-        reader.finished().await.map(|()| None)
+impl<T: Transport> ServeWire<T, LiteEvents<'_, T::Recv>> for LiteServe<'_, T::Send> {
+    type Groups = LiteGroups;
+
+    fn groups(&self) -> LiteGroups {
+        LiteGroups { id: self.id }
+    }
+
+    fn update(&mut self, update: SubscribeUpdate) -> (Option<u8>, Vec<GroupConsumer>) {
+        self.bounds.update(&update);
+        let bounds = &self.bounds;
+        let (ready, still): (Vec<_>, Vec<_>) = self
+            .held
+            .drain(..)
+            .partition(|g| bounds.within(g.sequence()));
+        self.held.extend(still);
+        (Some(update.priority), ready)
+    }
+
+    fn place(&mut self, group: GroupConsumer) -> Place {
+        if !self.bounds.within(group.sequence()) {
+            if self.held.len() >= self.max_held {
+                self.held.pop_front();
+            }
+            self.held.push_back(group);
+            return Place::Held;
+        }
+        let (group, last) = self.bounds.apply(group);
+        Place::Serve(group, last)
+    }
+
+    async fn starting(&mut self, sequence: u64) -> Result<(), Error> {
+        if !self.started {
+            self.started = true;
+            let start = SubscribeResponse::Start { group: sequence };
+            self.writer.typed(&start).await?;
+        }
+        Ok(())
+    }
+
+    fn end_after_streams(&self) -> bool {
+        // Before 05 only the FIN tells the end; lite-07's END counts the streams.
+        !self.version.has_track_stream() || self.version.has_stream_count()
+    }
+
+    async fn ended(
+        &mut self,
+        _shared: &Shared<T>,
+        _events: &mut LiteEvents<'_, T::Recv>,
+        end: Option<u64>,
+        last_started: Option<u64>,
+        opened: &AtomicU64,
+    ) -> Result<(), Error> {
+        if !self.version.has_track_stream() {
+            return Ok(()); // no END before 05
+        }
+        let end = end.unwrap_or_else(|| last_started.map_or(0, |s| s + 1));
+        let streams = self
+            .version
+            .has_stream_count()
+            .then(|| opened.load(Ordering::Relaxed));
+        self.writer
+            .typed(&SubscribeResponse::End {
+                group: end,
+                streams,
+            })
+            .await
+    }
+
+    async fn closed(&mut self, events: &mut LiteEvents<'_, T::Recv>) -> Result<(), Error> {
+        self.writer.finish()?;
+        // Hold our side until the subscriber FINs or resets.
+        let _ = events.reader.finished().await;
+        Ok(())
+    }
+
+    fn cancelled(&mut self, _events: &mut LiteEvents<'_, T::Recv>) -> Result<(), Error> {
+        // The subscriber FIN'd: FIN our side.
+        self.writer.finish()
+    }
+
+    fn abort_code(&self, failure: &Failure) -> StreamCode {
+        match failure {
+            Failure::Track(code) => *code,
+            Failure::Refused => StreamCode::Cancelled,
+            Failure::Session(err) => err.stream_code(),
+        }
+    }
+
+    async fn failed(
+        &mut self,
+        _events: &mut LiteEvents<'_, T::Recv>,
+        failure: Failure,
+        _opened: &AtomicU64,
+    ) -> Result<(), Error> {
+        Err(match failure {
+            Failure::Track(code) => Error::Stream(code),
+            Failure::Refused => Error::Stream(StreamCode::Cancelled),
+            Failure::Session(err) => err,
+        })
+    }
+}
+
+/// How a lite group goes out: GROUP, its header, then each frame.
+#[derive(Clone, Copy)]
+struct LiteGroups {
+    /// The subscription's id, named by every group header.
+    id: u64,
+}
+
+impl<T: Transport> GroupWire<T> for LiteGroups {
+    async fn write(
+        &self,
+        shared: &Shared<T>,
+        writer: &mut Writer<T::Send>,
+        group: &mut GroupConsumer,
+        last_frame: Option<u64>,
+        urgency: &mut watch::Receiver<Urgency>,
+    ) -> Result<(), StreamCode> {
+        write_group(shared, writer, self.id, group, last_frame, urgency).await
+    }
+
+    fn reset_code(&self, code: StreamCode) -> u32 {
+        code.to_code()
     }
 }
 
@@ -423,7 +383,7 @@ async fn write_group<T: Transport>(
     subscribe_id: u64,
     group: &mut GroupConsumer,
     last_frame: Option<u64>,
-    priority: &mut tokio::sync::watch::Receiver<Urgency>,
+    priority: &mut watch::Receiver<Urgency>,
 ) -> Result<(), StreamCode> {
     let header = GroupHeader {
         subscribe_id,
@@ -476,48 +436,6 @@ async fn write_group<T: Transport>(
         if done {
             writer.flush().await.map_err(|_| StreamCode::Cancelled)?;
             return Ok(());
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{send_order, Urgency};
-
-    #[test]
-    fn send_order_ranks_priority_then_newest_group() {
-        // A more urgent subscription always goes first, whatever the groups.
-        assert!(send_order(2, 0, 0) > send_order(1, 1_000, 0));
-        // Within a subscription, newer groups go first.
-        assert!(send_order(5, 11, 0) > send_order(5, 10, 0));
-        // The extremes stay in range and ordered.
-        assert!(send_order(255, 0, u64::MAX) > send_order(254, u64::MAX, 0));
-        assert!(send_order(0, 0, u64::MAX) >= 0);
-        assert!(send_order(255, u64::MAX, 0) > 0);
-    }
-
-    /// Issue 10 item 8: groups numbered by a clock cross 2^23; the newer one still goes
-    /// first (23 bits of the sequence used to wrap there).
-    #[test]
-    fn send_order_does_not_wrap_for_large_sequences() {
-        let mut urgency = Urgency {
-            priority: 5,
-            base: None,
-        };
-        for first in [(1u64 << 23) - 1, 1_796_000_000_000] {
-            urgency.base = urgency.rebased(first).or(urgency.base);
-            let mut previous = urgency.order(first);
-            // Groups numbered in milliseconds, 33 apart, across many spans.
-            for n in 1..2_000_000u64 {
-                let sequence = first + n * 33;
-                if let Some(base) = urgency.rebased(sequence) {
-                    urgency.base = Some(base);
-                    previous = urgency.order(sequence - 33);
-                }
-                let order = urgency.order(sequence);
-                assert!(order > previous, "{sequence}: {order} after {previous}");
-                previous = order;
-            }
         }
     }
 }
