@@ -63,7 +63,7 @@ impl Publisher {
     /// One frame in, opening the next group every [`GROUP_FRAMES`]; the reader, if any,
     /// takes what is new.
     fn frame(&mut self) {
-        if self.written % GROUP_FRAMES == 0 {
+        if self.written.is_multiple_of(GROUP_FRAMES) {
             if let Some(group) = self.group.take() {
                 group.finish();
             }
