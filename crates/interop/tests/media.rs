@@ -287,7 +287,9 @@ enum Tail {
     /// "moq-cli at the end of its input"): on IETF its session closes at once without
     /// draining (moq-net 0.3.18 tracks what it owes on lite only), and over WebSocket its
     /// QMux sender at times holds its last group streams past its 1 s close drain while the
-    /// relay has credit to spare. moq-relay 0.17.10 loses the same tails.
+    /// relay has credit to spare. moq-relay 0.17.10 loses the same tails, and on its own
+    /// cuts a tail when moq-cli unannounces before its last groups: every path through it
+    /// takes the margin.
     Margin,
 }
 
@@ -295,9 +297,12 @@ enum Tail {
 const TAIL_MARGIN: u32 = 2;
 
 impl Tail {
-    fn of(protocol: Protocol, transport: Transport) -> Self {
-        match (protocol, transport) {
-            (Protocol::Lite(_), Transport::WebTransport) => Tail::Whole,
+    fn of(protocol: Protocol, transport: Transport, hops: Hops) -> Self {
+        match (protocol, transport, hops) {
+            // moq-relay 0.17.10 ends a broadcast's subscriptions when its publisher
+            // unannounces, which moq-cli does right before its last groups go out.
+            (_, _, Hops::MoqRelayThenStarling | Hops::StarlingThenMoqRelay) => Tail::Margin,
+            (Protocol::Lite(_), Transport::WebTransport, _) => Tail::Whole,
             _ => Tail::Margin,
         }
     }
@@ -457,7 +462,7 @@ async fn try_carry(
     let scratch = Scratch::new(container.format());
     let input = scratch.path("in");
     let exported = scratch.path("out");
-    let tail = Tail::of(protocol, transport);
+    let tail = Tail::of(protocol, transport, hops);
     encode(container, tail.seconds(), &input).await?;
     let relays = Relays::start(hops, protocol).await?;
     let broadcast = "media/test";
