@@ -43,7 +43,7 @@ pub(crate) fn send_order(priority: u8, sequence: u64, base: u64) -> i32 {
 /// its groups are ranked from.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Urgency {
-    pub(crate) priority: u8,
+    priority: u8,
     base: Option<u64>,
 }
 
@@ -126,7 +126,7 @@ pub(crate) trait ServeWire<T: Transport, E: Events>: Send {
 
     /// The group writer of this subscription.
     fn groups(&self) -> Self::Groups;
-    /// Apply an update: the new priority, if it changed, and the groups it releases.
+    /// Apply an update: the new priority, if it changed, and the groups to place again.
     fn update(&mut self, update: E::Update) -> (Option<u8>, Vec<GroupConsumer>);
     /// Where the track's next group goes.
     fn place(&mut self, group: GroupConsumer) -> Place;

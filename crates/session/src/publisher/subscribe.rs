@@ -202,7 +202,6 @@ async fn serve<T: Transport>(
         bounds: Bounds::of(&msg),
         held: VecDeque::new(),
         max_held: shared.config.limits.max_inflight_groups.max(1),
-        started: legacy,
     };
     let mut events = LiteEvents {
         reader,
@@ -247,8 +246,6 @@ struct LiteServe<'a, S: starling_transport::SendStream> {
     bounds: Bounds,
     held: VecDeque<GroupConsumer>,
     max_held: usize,
-    /// Answered already (the first group's START, or the OK before 05).
-    started: bool,
 }
 
 impl<T: Transport> ServeWire<T, LiteEvents<'_, T::Recv>> for LiteServe<'_, T::Send> {
@@ -258,15 +255,10 @@ impl<T: Transport> ServeWire<T, LiteEvents<'_, T::Recv>> for LiteServe<'_, T::Se
         LiteGroups { id: self.id }
     }
 
+    /// New bounds: every held group is placed again under them.
     fn update(&mut self, update: SubscribeUpdate) -> (Option<u8>, Vec<GroupConsumer>) {
         self.bounds.update(&update);
-        let bounds = &self.bounds;
-        let (ready, still): (Vec<_>, Vec<_>) = self
-            .held
-            .drain(..)
-            .partition(|g| bounds.within(g.sequence()));
-        self.held.extend(still);
-        (Some(update.priority), ready)
+        (Some(update.priority), self.held.drain(..).collect())
     }
 
     fn place(&mut self, group: GroupConsumer) -> Place {
@@ -282,8 +274,8 @@ impl<T: Transport> ServeWire<T, LiteEvents<'_, T::Recv>> for LiteServe<'_, T::Se
     }
 
     async fn starting(&mut self, sequence: u64) -> Result<(), Error> {
-        if !self.started {
-            self.started = true;
+        // Before 05 the OK went out before serving began.
+        if self.version.has_track_stream() {
             let start = SubscribeResponse::Start { group: sequence };
             self.writer.typed(&start).await?;
         }
