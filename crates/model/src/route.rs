@@ -42,13 +42,24 @@ impl Route {
         }
     }
 
-    /// moq-relay 0.17.10's order, lowest first: chains naming every hop before anonymous ones
-    /// (a 0 anywhere), warm, cold, fewer hops (a broadcast published here has none), then, for
-    /// routes learned from cluster peers, [`fnv_key`] of the path and chain. The newest entry
-    /// breaks what is left.
-    pub(crate) fn rank(&self, path: &Path) -> (bool, u64, u64, usize, u64) {
+    /// The order routes are chosen in, lowest first: moq-relay 0.17.10's (chains naming every
+    /// hop before anonymous ones, a 0 anywhere; warm, cold, fewer hops, a broadcast published
+    /// here having none; then, for routes learned from cluster peers, [`fnv_key`] of the path
+    /// and chain; the newest entry breaks what is left), with one change: a route whose cost
+    /// is not known (cold at the maximum: it crossed a link that carries no costs, lite-05 and
+    /// older, or a draining peer) ranks after every route whose cost is, and among such routes
+    /// fewer hops come first. A link without costs restarts warm at its price, so under
+    /// moq-relay's order a relay can rank a route below what its neighbour pays for it, and two
+    /// relays can each rank the route through the other first: each then refuses the other
+    /// (split horizon) for good. With this order a route always ranks worse at the receiver
+    /// than at the sender, so at convergence no relay's chosen route runs through a peer that
+    /// reads the same content through it (docs/cluster.md).
+    pub(crate) fn rank(&self, path: &Path) -> (bool, bool, usize, u64, u64, usize, u64) {
+        let unknown = self.cost.cold >= RouteCost::MAX_HALF;
         (
             self.hops.contains(&0),
+            unknown,
+            if unknown { self.hops.len() } else { 0 },
             self.cost.warm,
             self.cost.cold,
             self.hops.len(),

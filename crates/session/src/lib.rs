@@ -10,6 +10,8 @@ mod budget;
 mod config;
 mod dispatch;
 mod error;
+#[cfg(feature = "faults")]
+pub mod faults;
 mod frames;
 mod future_set;
 mod gate;

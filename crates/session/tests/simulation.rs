@@ -1,19 +1,24 @@
-//! Deterministic simulation of a relay mesh: seeded topologies, link costs and link delays,
-//! and random churn (publishers coming and going, relays crashing and restarting, links
-//! partitioned and healed), all over the in-memory transport on a paused clock.
+//! Deterministic simulation of a relay mesh: seeded topologies, link costs, delays and loss,
+//! every wire that carries hop chains on the links (lite-05, 06 and 07, IETF drafts 17 to 22
+//! with MoQ Cluster), and random churn (publishers coming and going, relays crashing and
+//! restarting, links partitioned and healed), all over the in-memory transport on one thread
+//! and a paused clock.
 //!
 //! After every event the mesh is left to settle, then checked:
 //! - no route anywhere names a hop twice or the relay holding it (no loop);
 //! - every live broadcast is routed at every relay connected to its publisher, and at no
 //!   other relay (nothing stale survives a crash or a partition);
 //! - each relay's route table equals a reference computed from scratch (a path-vector
-//!   fixpoint of the same ranking: cost, then hop count, then the FNV key);
+//!   fixpoint of the same ranking and of what each wire carries of a cost);
 //! - every relay reads every broadcast it can reach, with exactly one upstream subscription
 //!   per broadcast (its readers and the peers pulling through it share it), and a group
 //!   published after the event reaches every one of them.
 //!
-//! `SIM_SEEDS` sets how many seeds run (default 3000) and `SIM_SEED` replays one; a failure
-//! names its seed and the event log that led to it.
+//! A run writes a trace (events, each group's arrival at each reader in virtual time, every
+//! link's counters at every check); two runs of a seed write the same one. `SIM_SEEDS` sets
+//! how many seeds run (default 3000), `SIM_SEED` replays one (`SIM_TRACE=1` prints its trace,
+//! `RUST_LOG` the sessions' logs); a failure names its seed and the events that led to it.
+//! With the `faults` feature, a planted bug is found and its seed replayed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -26,6 +31,7 @@ use starling_model::{
     fnv_key, BroadcastProducer, Frame, Limits, Origin, Route, RouteHandle, StartAt, TrackConsumer,
     TrackInfo, TrackProducer,
 };
+use starling_proto::ietf::Draft;
 use starling_proto::{Path, RouteCost, SessionCode, Version};
 use starling_session::{Accepting, ClientSetup, Session, SessionConfig};
 use starling_transport::mem::{pair, MemRecv, MemSend, MemTransport};
@@ -38,25 +44,65 @@ type Table = BTreeMap<(usize, String), BTreeSet<(Vec<u64>, RouteCost)>>;
 /// Long enough for every hold, redial-free handshake and delayed read to finish.
 const SETTLE: Duration = Duration::from_secs(5);
 
-// ------------------------------------------------------------------ a transport with delay
+// ------------------------------------------------------------- a link with delay and loss
 
-/// The in-memory transport with a one-way delay on every read.
+/// One link's delay and loss. Streams are reliable, so a lost packet is a chunk that arrives
+/// a retransmission timeout late, holding up the rest of its stream behind it (and only its
+/// stream). The draws come from the link's own seeded generator, in the order reads happen,
+/// which the single-threaded paused runtime fixes.
+struct Link {
+    delay: Duration,
+    /// Chance in a thousand that a chunk is lost once.
+    loss: u32,
+    rng: std::sync::Mutex<StdRng>,
+}
+
+impl Link {
+    /// How long a chunk takes: the delay, plus a retransmission timeout (three delays, at
+    /// least 20 ms) for each time it is lost.
+    fn transit(&self) -> Duration {
+        let mut rng = self.rng.lock().unwrap();
+        let mut transit = self.delay;
+        while rng.gen_range(0..1000) < self.loss && std::env::var("SIM_NOLOSS").is_err() {
+            transit += (self.delay * 3).max(Duration::from_millis(20));
+        }
+        transit
+    }
+}
+
+/// The in-memory transport over a [`Link`].
 #[derive(Clone)]
 struct Laggy {
     inner: MemTransport,
-    delay: Duration,
+    link: std::sync::Arc<Link>,
 }
 
 struct LaggyRecv {
     inner: MemRecv,
-    delay: Duration,
+    link: std::sync::Arc<Link>,
+    /// A chunk read from the pipe and the time it arrives. Held here, not in the read's
+    /// future, so a read cancelled while the chunk is in transit loses nothing (reads are
+    /// cancel-safe, as QUIC's are).
+    held: Option<(tokio::time::Instant, Result<Option<Bytes>, TransportError>)>,
 }
 
 impl RecvStream for LaggyRecv {
     async fn read(&mut self, max: usize) -> Result<Option<Bytes>, TransportError> {
-        let chunk = self.inner.read(max).await;
-        tokio::time::sleep(self.delay).await;
-        chunk
+        if self.held.is_none() {
+            let chunk = self.inner.read(max).await;
+            let arrives = tokio::time::Instant::now() + self.link.transit();
+            self.held = Some((arrives, chunk));
+        }
+        let arrives = self.held.as_ref().map(|(at, _)| *at).expect("held above");
+        tokio::time::sleep_until(arrives).await;
+        match self.held.take().expect("held above") {
+            (at, Ok(Some(mut chunk))) if chunk.len() > max => {
+                let first = chunk.split_to(max);
+                self.held = Some((at, Ok(Some(chunk))));
+                Ok(Some(first))
+            }
+            (_, chunk) => chunk,
+        }
     }
 
     fn stop(&mut self, code: u32) {
@@ -68,7 +114,8 @@ impl Laggy {
     fn recv(&self, inner: MemRecv) -> LaggyRecv {
         LaggyRecv {
             inner,
-            delay: self.delay,
+            link: self.link.clone(),
+            held: None,
         }
     }
 }
@@ -120,7 +167,74 @@ struct Node {
     origin: Origin,
     alive: bool,
     publishers: BTreeMap<String, Publisher>,
-    readers: BTreeMap<String, TrackConsumer>,
+    readers: BTreeMap<String, Reader>,
+}
+
+/// A relay's reader of one broadcast, and the task writing each group's arrival (virtual
+/// time, sequence) into the run's trace.
+struct Reader {
+    track: TrackConsumer,
+    arrivals: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        self.arrivals.abort();
+    }
+}
+
+/// What one run did, line by line: the events, each group's arrival at each reader in
+/// virtual time, and every session's counters at each check. Two runs of one seed must
+/// write the same trace.
+#[derive(Clone, Default)]
+struct Trace(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl Trace {
+    fn push(&self, line: String) {
+        self.0.lock().unwrap().push(line);
+    }
+
+    fn lines(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+/// The protocol a link speaks: every wire that carries hop chains.
+#[derive(Clone, Copy, Debug)]
+enum Wire {
+    Lite(Version),
+    Ietf(Draft),
+}
+
+impl Wire {
+    fn random(rng: &mut StdRng) -> Wire {
+        let lite = [Version::Lite05, Version::Lite06, Version::Lite07Wip];
+        let ietf = [
+            Draft::D17,
+            Draft::D18,
+            Draft::D19,
+            Draft::D20,
+            Draft::D21,
+            Draft::D22,
+        ];
+        let pick = rng.gen_range(0..lite.len() + ietf.len());
+        match lite.get(pick) {
+            Some(version) => Wire::Lite(*version),
+            None => Wire::Ietf(ietf[pick - lite.len()]),
+        }
+    }
+
+    /// What of a route's cost reaches the far side: lite-06 on carries both halves, lite-05
+    /// none (free warm, unknown cold), the IETF drafts' cluster parameters the warm half
+    /// (read as both), or the maximum for a route of unknown cost.
+    fn carry(self, cost: RouteCost) -> RouteCost {
+        match self {
+            Wire::Lite(version) if version.has_route_cost() => cost,
+            Wire::Lite(_) => RouteCost::UNKNOWN,
+            Wire::Ietf(_) if cost.cold >= RouteCost::MAX_HALF => RouteCost::MAX,
+            Wire::Ietf(_) => RouteCost::new(cost.warm),
+        }
+    }
 }
 
 struct Edge {
@@ -128,7 +242,12 @@ struct Edge {
     b: usize,
     cost: u64,
     delay: Duration,
+    /// Chance in a thousand that a chunk on the link is lost once.
+    loss: u32,
+    wire: Wire,
     up: bool,
+    /// Where the link's loss draws start; each connection takes the next.
+    seed: u64,
     /// A's dialing session and B's accepting one, while connected.
     sessions: Option<(Session<Laggy>, Session<Laggy>)>,
 }
@@ -140,6 +259,9 @@ struct Mesh {
     /// Group sequence the next check publishes.
     round: u64,
     log: Vec<String>,
+    trace: Trace,
+    /// The clock's reading when the run began.
+    start: tokio::time::Instant,
 }
 
 fn node(i: usize) -> Node {
@@ -171,6 +293,8 @@ impl Mesh {
             next_broadcast: 0,
             round: 0,
             log: Vec::new(),
+            trace: Trace::default(),
+            start: tokio::time::Instant::now(),
         };
         let mut pairs = BTreeSet::new();
         for b in 1..n {
@@ -183,20 +307,13 @@ impl Mesh {
             }
         }
         for (a, b) in pairs {
-            mesh.edges.push(Edge {
-                a,
-                b,
-                cost: rng.gen_range(1..=4),
-                delay: Duration::from_millis(rng.gen_range(0..=40)),
-                up: true,
-                sessions: None,
-            });
+            mesh.add_edge(rng, a, b);
         }
-        mesh.log.push(format!(
+        mesh.event(format!(
             "{n} relays, links {:?}",
             mesh.edges
                 .iter()
-                .map(|e| (e.a, e.b, e.cost))
+                .map(|e| (e.a, e.b, e.cost, e.wire))
                 .collect::<Vec<_>>()
         ));
         for e in 0..mesh.edges.len() {
@@ -209,28 +326,74 @@ impl Mesh {
         mesh
     }
 
+    /// Nanoseconds of virtual time since the run began.
+    fn now(&self) -> u128 {
+        self.start.elapsed().as_nanos()
+    }
+
+    fn event(&mut self, line: String) {
+        self.trace.push(format!("{} {line}", self.now()));
+        self.log.push(line);
+    }
+
+    /// A link between relays `a` and `b` with a random cost, delay, loss and wire.
+    fn add_edge(&mut self, rng: &mut StdRng, a: usize, b: usize) {
+        self.edges.push(Edge {
+            a,
+            b,
+            cost: rng.gen_range(1..=4),
+            delay: Duration::from_millis(rng.gen_range(0..=40)),
+            loss: if rng.gen_bool(0.5) {
+                rng.gen_range(0..=100)
+            } else {
+                0
+            },
+            wire: Wire::random(rng),
+            up: true,
+            sessions: None,
+            seed: rng.gen(),
+        });
+    }
+
     async fn connect(&mut self, e: usize) {
-        let edge = &self.edges[e];
+        let edge = &mut self.edges[e];
         let (a, b) = (&self.nodes[edge.a], &self.nodes[edge.b]);
         if !(edge.up && a.alive && b.alive) || edge.sessions.is_some() {
             return;
         }
+        // Each connection of the link draws its losses from its own seed.
+        edge.seed = edge.seed.wrapping_add(1);
+        let link = std::sync::Arc::new(Link {
+            delay: edge.delay,
+            loss: edge.loss,
+            rng: std::sync::Mutex::new(StdRng::seed_from_u64(edge.seed)),
+        });
         let (dial, accept) = pair();
         let dial = Laggy {
             inner: dial,
-            delay: edge.delay,
+            link: link.clone(),
         };
         let accept = Laggy {
             inner: accept,
-            delay: edge.delay,
+            link,
         };
         let (a_config, b_config) = (peer_config(a, edge.cost), peer_config(b, edge.cost));
+        let wire = edge.wire;
         let accepting = tokio::spawn(async move {
-            let accepting = Accepting::new(accept, Version::Lite06, SETTLE).await?;
+            let accepting = match wire {
+                Wire::Lite(version) => Accepting::new(accept, version, SETTLE).await?,
+                Wire::Ietf(draft) => Accepting::ietf(accept, draft, SETTLE).await?,
+            };
             accepting.start(b_config).await
         });
-        let dialed =
-            Session::connect(dial, Version::Lite06, ClientSetup::default(), a_config).await;
+        let dialed = match wire {
+            Wire::Lite(version) => {
+                Session::connect(dial, version, ClientSetup::default(), a_config).await
+            }
+            Wire::Ietf(draft) => {
+                Session::connect_ietf(dial, draft, ClientSetup::default(), a_config).await
+            }
+        };
         let accepted = accepting.await.expect("accept task");
         match (dialed, accepted) {
             (Ok(dialed), Ok(accepted)) => self.edges[e].sessions = Some((dialed, accepted)),
@@ -270,7 +433,7 @@ impl Mesh {
                 track,
             },
         );
-        self.log.push(format!("publish {name} at {at}"));
+        self.event(format!("publish {name} at {at}"));
     }
 
     /// One random event.
@@ -288,7 +451,7 @@ impl Mesh {
                 if !live.is_empty() {
                     let (at, name) = live[rng.gen_range(0..live.len())].clone();
                     self.nodes[at].publishers.remove(&name);
-                    self.log.push(format!("unpublish {name} at {at}"));
+                    self.event(format!("unpublish {name} at {at}"));
                 }
             }
             2 => {
@@ -304,14 +467,14 @@ impl Mesh {
                         alive: false,
                         ..node(at)
                     };
-                    self.log.push(format!("crash {at}"));
+                    self.event(format!("crash {at}"));
                 }
             }
             3 => {
                 let at = rng.gen_range(0..n);
                 if !self.nodes[at].alive {
                     self.nodes[at].alive = true;
-                    self.log.push(format!("restart {at}"));
+                    self.event(format!("restart {at}"));
                     for e in 0..self.edges.len() {
                         if self.edges[e].a == at || self.edges[e].b == at {
                             self.connect(e).await;
@@ -324,14 +487,14 @@ impl Mesh {
                 if self.edges[e].up {
                     self.edges[e].up = false;
                     self.disconnect(e);
-                    self.log.push(format!("partition link {e}"));
+                    self.event(format!("partition link {e}"));
                 }
             }
             _ => {
                 let e = rng.gen_range(0..self.edges.len());
                 if !self.edges[e].up {
                     self.edges[e].up = true;
-                    self.log.push(format!("heal link {e}"));
+                    self.event(format!("heal link {e}"));
                     self.connect(e).await;
                 }
             }
@@ -404,7 +567,7 @@ impl Mesh {
                         }
                         next.entry((at, path.clone()))
                             .or_default()
-                            .insert((chain, cost.charged(edge.cost)));
+                            .insert((chain, edge.wire.carry(cost).charged(edge.cost)));
                     }
                 }
             }
@@ -426,9 +589,11 @@ impl Mesh {
                 continue;
             }
             let reach = self.component(at);
+            let (trace, start) = (self.trace.clone(), self.start);
             let node = &mut self.nodes[at];
-            node.readers
-                .retain(|name, track| !track.is_closed() && live.iter().any(|(n, _)| n == name));
+            node.readers.retain(|name, reader| {
+                !reader.track.is_closed() && live.iter().any(|(n, _)| n == name)
+            });
             for (name, publisher) in &live {
                 if *publisher == at || !reach.contains(publisher) {
                     continue;
@@ -441,7 +606,16 @@ impl Mesh {
                     continue; // checked below
                 };
                 if let Ok(track) = broadcast.subscribe_track(TRACK, StartAt::default()) {
-                    node.readers.insert(name.clone(), track);
+                    let mut arrivals = track.clone();
+                    let (trace, line) = (trace.clone(), format!("relay {at} reads {name}"));
+                    let arrivals = tokio::spawn(async move {
+                        while let Ok(Some(group)) = arrivals.next_group().await {
+                            let at = start.elapsed().as_nanos();
+                            trace.push(format!("{at} {line} group {}", group.sequence()));
+                        }
+                    });
+                    node.readers
+                        .insert(name.clone(), Reader { track, arrivals });
                 }
             }
         }
@@ -514,7 +688,7 @@ impl Mesh {
                 let readers: Vec<String> = node
                     .readers
                     .iter()
-                    .map(|(name, track)| format!("{name}: {:?}", track.stats()))
+                    .map(|(name, reader)| format!("{name}: {:?}", reader.track.stats()))
                     .collect();
                 return Err(format!(
                     "relay {at}: {upstream} upstream subscriptions and {} readers for {remote} reachable broadcasts; readers {readers:?}",
@@ -547,16 +721,42 @@ impl Mesh {
     fn check_delivery(&self) -> Result<(), String> {
         let round = self.round - 1;
         for (at, node) in self.nodes.iter().enumerate() {
-            for (name, track) in &node.readers {
-                if track.latest_sequence() != Some(round) {
+            for (name, reader) in &node.readers {
+                if reader.track.latest_sequence() != Some(round) {
                     return Err(format!(
                         "relay {at}: {name} has group {:?}, not {round}",
-                        track.latest_sequence()
+                        reader.track.latest_sequence()
                     ));
                 }
             }
         }
         Ok(())
+    }
+
+    /// Every link's counters, into the trace.
+    fn trace_counters(&self) {
+        for (e, edge) in self.edges.iter().enumerate() {
+            let Some((dialed, accepted)) = &edge.sessions else {
+                continue;
+            };
+            for (side, session) in [("dialed", dialed), ("accepted", accepted)] {
+                let stats = session.stats();
+                let count =
+                    |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+                self.trace.push(format!(
+                    "{} link {e} {side}: sent {}/{}/{} received {}/{}/{} routes {} upstream {}",
+                    self.now(),
+                    count(&stats.groups_sent),
+                    count(&stats.frames_sent),
+                    count(&stats.bytes_sent),
+                    count(&stats.groups_received),
+                    count(&stats.frames_received),
+                    count(&stats.bytes_received),
+                    count(&stats.routes),
+                    session.upstream(),
+                ));
+            }
+        }
     }
 
     /// Settle, read everything, settle, check tables, publish, settle, check delivery.
@@ -570,14 +770,19 @@ impl Mesh {
         self.check()?;
         self.write_round();
         tokio::time::sleep(SETTLE).await;
+        self.trace_counters();
         self.check_delivery()
     }
 }
 
-/// The ranking the relays use, as a sortable key (published-here routes never reach it).
-fn rank(path: &str, chain: &[u64], cost: RouteCost) -> (bool, u64, u64, usize, u64) {
+/// The ranking the relays use, as a sortable key (published-here routes never reach it):
+/// routes of unknown cost (cold at the maximum) after the rest, by hop count among themselves.
+fn rank(path: &str, chain: &[u64], cost: RouteCost) -> (bool, bool, usize, u64, u64, usize, u64) {
+    let unknown = cost.cold >= RouteCost::MAX_HALF;
     (
         chain.contains(&0),
+        unknown,
+        if unknown { chain.len() } else { 0 },
         cost.warm,
         cost.cold,
         chain.len(),
@@ -585,7 +790,13 @@ fn rank(path: &str, chain: &[u64], cost: RouteCost) -> (bool, u64, u64, usize, u
     )
 }
 
-fn run_seed(seed: u64) -> Result<(), String> {
+/// One seed's run: its trace, and what failed.
+struct Run {
+    trace: Vec<String>,
+    result: Result<(), String>,
+}
+
+fn run_seed(seed: u64) -> Run {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
@@ -604,17 +815,23 @@ fn run_seed(seed: u64) -> Result<(), String> {
         }
         .await;
         if std::env::var("SIM_TRACE").is_ok() {
+            for line in mesh.trace.lines() {
+                eprintln!("trace {line}");
+            }
             eprintln!("events: {}", mesh.log.join("; "));
             for (i, n) in mesh.nodes.iter().enumerate() {
-                eprintln!(
-                    "relay {i}: alive {}, reading {:?}, round {}",
-                    n.alive,
-                    n.readers.keys().collect::<Vec<_>>(),
-                    mesh.round
-                );
+                eprintln!("relay {i}: alive {}, round {}", n.alive, mesh.round);
+                for (name, reader) in &n.readers {
+                    eprintln!("  {name}: {:?}", reader.track.stats());
+                    let path = Path::new(name).unwrap();
+                    eprintln!("    routes {:?}", n.origin.routes(&path));
+                }
             }
         }
-        result.map_err(|err: String| format!("{err}\nevents: {}", mesh.log.join("; ")))
+        Run {
+            trace: mesh.trace.lines(),
+            result: result.map_err(|err: String| format!("{err}\nevents: {}", mesh.log.join("; "))),
+        }
     })
 }
 
@@ -622,7 +839,12 @@ fn run_seed(seed: u64) -> Result<(), String> {
 fn seeded_meshes_converge_loop_free_with_one_upstream_per_track() {
     if let Ok(seed) = std::env::var("SIM_SEED") {
         let seed: u64 = seed.parse().expect("SIM_SEED is a number");
-        if let Err(err) = run_seed(seed) {
+        // RUST_LOG=starling_session=debug shows the sessions' side of a replay.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+        if let Err(err) = run_seed(seed).result {
             panic!("seed {seed}: {err}");
         }
         return;
@@ -635,8 +857,70 @@ fn seeded_meshes_converge_loop_free_with_one_upstream_per_track() {
         if std::env::var("SIM_TRACE").is_ok() {
             eprintln!("SEED {seed}");
         }
-        if let Err(err) = run_seed(seed) {
+        if let Err(err) = run_seed(seed).result {
             panic!("seed {seed} failed (replay: SIM_SEED={seed}): {err}");
         }
     }
+}
+
+/// Where two runs' traces first differ.
+fn divergence(
+    first: &[String],
+    second: &[String],
+) -> Option<(usize, Option<String>, Option<String>)> {
+    (0..first.len().max(second.len()))
+        .find(|&i| first.get(i) != second.get(i))
+        .map(|i| (i, first.get(i).cloned(), second.get(i).cloned()))
+}
+
+/// A seed replays exactly: two runs of each write the same trace (every event, every group's
+/// arrival at every reader in virtual time, every link's counters at every check).
+#[test]
+fn a_seed_replays_bit_for_bit() {
+    let seeds: u64 = std::env::var("SIM_REPLAY_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100);
+    for seed in 0..seeds {
+        let (first, second) = (run_seed(seed), run_seed(seed));
+        if let Err(err) = &first.result {
+            panic!("seed {seed}: {err}");
+        }
+        if let Some((line, a, b)) = divergence(&first.trace, &second.trace) {
+            panic!("seed {seed} diverged at trace line {line}:\n  first:  {a:?}\n  second: {b:?}");
+        }
+    }
+}
+
+/// With a bug planted (a peer's routes kept after its announce stream ended), some seed fails
+/// the checks, and replaying it fails the same way with the same trace.
+#[cfg(feature = "faults")]
+#[test]
+fn the_simulation_finds_a_planted_bug_and_replays_it() {
+    use starling_session::faults::{plant, Fault};
+    plant(Some(Fault::KeepRoutesOfLostPeers));
+    let found = (0..200).find_map(|seed| {
+        let run = run_seed(seed);
+        run.result.clone().err().map(|err| (seed, err, run.trace))
+    });
+    let (seed, err, trace) = found.expect("200 seeds missed the planted bug");
+    // The kept route shows as a route the reference does not have, or as a path routed
+    // where its publisher is out of reach.
+    assert!(
+        err.contains("reference {}") || err.contains("routed true, reachable false"),
+        "seed {seed} failed otherwise: {err}"
+    );
+    let replay = run_seed(seed);
+    plant(None);
+    assert_eq!(
+        replay.result,
+        Err(err.clone()),
+        "seed {seed} failed otherwise on replay"
+    );
+    if let Some((line, a, b)) = divergence(&trace, &replay.trace) {
+        panic!(
+            "seed {seed}'s replay diverged at trace line {line}:\n  first:  {a:?}\n  replay: {b:?}"
+        );
+    }
+    eprintln!("the planted bug failed seed {seed}, replayed exactly: {err}");
 }

@@ -17,7 +17,7 @@ use starling_proto::ietf::namespace::{
 use starling_proto::ietf::reply::{Refused, RequestOk};
 use starling_proto::ietf::subscribe::RequestUpdate;
 use starling_proto::ietf::Control;
-use starling_proto::{Hops, Path};
+use starling_proto::{Hops, Path, RouteCost};
 use starling_transport::Transport;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -69,8 +69,20 @@ fn cluster_of<T: Transport>(shared: &Shared<T>, announced: &Announced) -> Option
     hops.push(shared.config.hop).ok()?;
     Some(ClusterParams {
         hop_path: Some(hops),
-        route_cost: Some(announced.route.cost.warm),
+        route_cost: Some(advertised_cost(announced.route.cost)),
     })
+}
+
+/// The one cost MoQ Cluster carries: the warm half, or the maximum for a route whose cost is
+/// not known (it crossed a link without costs). Read back as both halves, a known warm cost
+/// would make such a route look known, and cheaper at the receiver than here: the ranking
+/// must only ever get worse along a chain (`Route::rank`).
+fn advertised_cost(cost: RouteCost) -> u64 {
+    if cost.cold >= RouteCost::MAX_HALF {
+        RouteCost::MAX_HALF
+    } else {
+        cost.warm
+    }
 }
 
 impl Told {
@@ -203,7 +215,7 @@ async fn follow<T: Transport>(
     view: &View,
     mut mode: Mode<'_, T>,
 ) -> Result<(), Error> {
-    let exclude = shared.peer.exclude_hop();
+    let exclude = shared.exclude_hop();
     let interest = view.origin.interest(view.prefix.clone())?;
     let mut told = Told {
         live: HashMap::new(),

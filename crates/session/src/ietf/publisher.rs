@@ -147,7 +147,7 @@ pub(crate) async fn subscribe<T: Transport>(
         // Placed against the latest group cached now.
         track = match track
             .resubscribe(start_of(&msg, track.latest_sequence()))
-            .for_peer(shared.peer.exclude_hop())
+            .for_peer(shared.exclude_hop())
         {
             Ok(track) => track,
             Err(code) => {

@@ -157,7 +157,9 @@ impl<T: Transport> Request<T> {
                 if *fin {
                     return Err(stopped.await);
                 }
+                // What the peer sent before it stopped our side comes first.
                 tokio::select! {
+                    biased;
                     msg = read_control(reader, draft, max) => {
                         if matches!(msg, Ok(None)) {
                             *fin = true;
@@ -168,6 +170,31 @@ impl<T: Transport> Request<T> {
                 }
             }
             Io::Mux { rx } => Ok(rx.recv().await),
+        }
+    }
+
+    /// The next message on a request we made. Like [`Request::recv`], except that a stop may
+    /// have overtaken the peer's last word: a refuser writes REQUEST_ERROR, a publisher
+    /// PUBLISH_DONE, and drops the stream, and the stop can arrive first (a lost packet, a
+    /// slower stream). A stop then waits, within the request timeout, for that message or the
+    /// stream's end.
+    pub async fn reply(&mut self) -> Result<Option<Control>, Error> {
+        let stop = match self.recv().await {
+            Err(stop @ Error::Transport(TransportError::Stopped(_))) => stop,
+            other => return other,
+        };
+        let Io::Stream { reader, fin, .. } = &mut self.io else {
+            return Err(stop);
+        };
+        let draft = self.shared.ietf()?.draft;
+        let limits = &self.shared.config.limits;
+        let read = read_control(reader, draft, limits.max_control_message);
+        match tokio::time::timeout(limits.request_timeout, read).await {
+            Ok(Ok(Some(msg))) => Ok(Some(msg)),
+            _ => {
+                *fin = true;
+                Err(stop)
+            }
         }
     }
 

@@ -41,9 +41,13 @@ const ALIAS_WAIT: Duration = Duration::from_secs(1);
 /// How long an ended subscription waits for the group streams its PUBLISH_DONE counts.
 const OWED_GRACE: Duration = Duration::from_secs(1);
 
-/// One namespace the peer advertised, published as a route.
+/// One namespace the peer advertised, published as a route while its chain is loop-free.
 struct Source {
-    route: RouteHandle,
+    /// Where the route is published (absolute).
+    path: Path,
+    /// The route in the origin; `None` while a re-advertisement's chain holds our own hop or
+    /// runs past the hop limit (a reflection: withdrawn until a later one is clean again).
+    route: Option<RouteHandle>,
     broadcast: Arc<BroadcastProducer>,
     stop: CancellationToken,
     /// The route's chain and cost as advertised (cost with the link's price).
@@ -57,7 +61,9 @@ struct Source {
 
 impl Source {
     /// The peer re-priced the route (MoQ Cluster: a REQUEST_UPDATE on PUBLISH_NAMESPACE, a
-    /// repeated NAMESPACE), or is draining: what is absent is kept.
+    /// repeated NAMESPACE), or is draining: what is absent is kept. A chain that now passes
+    /// through us (or runs too long) takes the route out of the origin, as lite's
+    /// ANNOUNCE_UPDATE does; a later clean one puts it back.
     fn reprice<T: Transport>(
         &mut self,
         shared: &Shared<T>,
@@ -70,7 +76,7 @@ impl Source {
                 self.hops = hops.as_slice().to_vec();
             }
             if let Some(cost) = cluster.route_cost {
-                self.cost = RouteCost::new(cost).charged(link_cost(shared));
+                self.cost = RouteCost::new(cost).charged(shared.link_cost());
             }
         }
         self.draining |= draining;
@@ -79,11 +85,20 @@ impl Source {
         } else {
             self.cost
         };
-        if let Some(origin) = shared.config.consume.as_ref() {
-            origin.update_route(
-                &self.route,
-                Route::learned(self.hops.clone(), cost, shared.config.cluster_peer),
-            );
+        let Some(origin) = shared.config.consume.as_ref() else {
+            return Ok(());
+        };
+        let clean =
+            !self.hops.contains(&shared.config.hop) && self.hops.len() <= shared.config.max_hops;
+        let route = Route::learned(self.hops.clone(), cost, shared.config.cluster_peer);
+        match (&self.route, clean) {
+            (Some(handle), true) => origin.update_route(handle, route),
+            (Some(_), false) => origin.unpublish_all(self.route.take()),
+            (None, true) => {
+                let handle = origin.publish(self.path.clone(), self.broadcast.consume(), route)?;
+                self.route = Some(handle);
+            }
+            (None, false) => {}
         }
         Ok(())
     }
@@ -98,9 +113,9 @@ impl Source {
             return;
         };
         if explicit {
-            origin.withdraw_all(shared.peer.hop, [self.route]);
+            origin.withdraw_all(shared.peer_hop(), self.route);
         } else {
-            origin.unpublish_all([self.route]);
+            origin.unpublish_all(self.route);
         }
     }
 }
@@ -119,7 +134,7 @@ fn publish_route<T: Transport>(
         return Ok(Err(RefusalCode::Unauthorized));
     }
     let hop_path = cluster.and_then(|c| c.hop_path.as_ref());
-    let link = link_cost(shared);
+    let link = shared.link_cost();
     let (chain, cost) = if state.peer_clusters() {
         let hops = hop_path.ok_or(Error::ProtocolViolation(
             Violation::AdvertisementWithoutHopPath,
@@ -135,7 +150,7 @@ fn publish_route<T: Transport>(
                 Violation::ClusterParametersUndeclared,
             ));
         }
-        (vec![shared.peer.hop], RouteCost::UNKNOWN.charged(link))
+        (vec![shared.peer_hop()], RouteCost::UNKNOWN.charged(link))
     };
     if chain.len() > shared.config.max_hops {
         return Ok(Err(RefusalCode::Uninterested));
@@ -147,7 +162,7 @@ fn publish_route<T: Transport>(
     let path = shared.absolute(wire)?;
     let broadcast = Arc::new(shared.config.dynamic_broadcast());
     let route = Route::learned(chain.clone(), cost, shared.config.cluster_peer);
-    let handle = origin.publish(path, broadcast.consume(), route)?;
+    let handle = origin.publish(path.clone(), broadcast.consume(), route)?;
     shared.stats.routes.fetch_add(1, Ordering::Relaxed);
     let stop = CancellationToken::new();
     let task =
@@ -160,7 +175,8 @@ fn publish_route<T: Transport>(
         }
     });
     let mut source = Source {
-        route: handle,
+        path,
+        route: Some(handle),
         broadcast,
         stop,
         hops: chain,
@@ -172,11 +188,6 @@ fn publish_route<T: Transport>(
         source.reprice(shared, None, true)?;
     }
     Ok(Ok(source))
-}
-
-/// What pulling through this peer costs on top of a route's own cost.
-fn link_cost<T: Transport>(shared: &Shared<T>) -> u64 {
-    shared.config.link_cost.or(shared.peer.cost).unwrap_or(1)
 }
 
 /// The peer's PUBLISH_NAMESPACE: a route while the request lives (until PUBLISH_NAMESPACE_DONE
@@ -268,7 +279,7 @@ pub(crate) async fn subscribe_namespace<T: Transport>(shared: Arc<Shared<T>>, pr
             })
         })
         .await?;
-        match request.recv().await? {
+        match request.reply().await? {
             Some(Control::RequestOk { .. }) => {}
             Some(Control::RequestError { error, .. }) => {
                 tracing::debug!(%prefix, reason = %error.reason, "SUBSCRIBE_NAMESPACE refused");
@@ -400,7 +411,7 @@ async fn pull<T: Transport>(
     })
     .await?;
     let id = upstream.id;
-    let answer = tokio::time::timeout(limits.request_timeout, upstream.recv())
+    let answer = tokio::time::timeout(limits.request_timeout, upstream.reply())
         .await
         .map_err(|_| Error::Stream(StreamCode::ControlTimeout))??;
     let ok = match answer {
@@ -452,7 +463,7 @@ async fn pull<T: Transport>(
     let mut front_gone = std::pin::pin!(front_gone_grace(track));
     loop {
         tokio::select! {
-            msg = upstream.recv() => match msg? {
+            msg = upstream.reply() => match msg? {
                 Some(Control::PublishDone(done)) => {
                     // Streams may trail the PUBLISH_DONE: wait for those it counts.
                     tokio::select! {

@@ -228,6 +228,33 @@ impl<T: Transport> Shared<T> {
         self.ietf.as_ref().ok_or(Error::Closed)
     }
 
+    /// The peer's hop id as known now: an IETF client on 17 on reads its server's SETUP only
+    /// after the session started, so until then (and for a peer that names none) it is the
+    /// hop assigned at the start.
+    pub(crate) fn peer_hop(&self) -> u64 {
+        self.ietf
+            .as_ref()
+            .and_then(|state| state.peer())
+            .and_then(|options| options.hop_id)
+            .filter(|hop| *hop != 0)
+            .unwrap_or(self.peer.hop)
+    }
+
+    /// The peer's hop, for split horizon (see [`Shared::peer_hop`]).
+    pub(crate) fn exclude_hop(&self) -> Option<u64> {
+        Some(self.peer_hop()).filter(|hop| *hop != 0)
+    }
+
+    /// The price of routes learned from the peer: ours for the link, else the cost its SETUP
+    /// names (read late, as [`Shared::peer_hop`]), else 1.
+    pub(crate) fn link_cost(&self) -> u64 {
+        let named = match self.ietf.as_ref().and_then(|state| state.peer()) {
+            Some(options) => options.relay_cost,
+            None => self.peer.cost,
+        };
+        self.config.link_cost.or(named).unwrap_or(1)
+    }
+
     /// Run `task` until it ends or the session does.
     pub fn spawn<F>(self: &Arc<Self>, task: F)
     where

@@ -404,6 +404,11 @@ impl<T: Transport> Announces<T> {
             .routes
             .fetch_sub(handles.len() as u64, Ordering::Relaxed);
         self.by_suffix.clear();
+        #[cfg(feature = "faults")]
+        if crate::faults::planted(crate::faults::Fault::KeepRoutesOfLostPeers) {
+            std::mem::forget(handles);
+            return;
+        }
         self.origin.unpublish_all(handles);
     }
 }
