@@ -4,6 +4,7 @@
 
 mod broadcast;
 mod cache;
+pub mod entropy;
 mod error;
 mod group;
 mod origin;

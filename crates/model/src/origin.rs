@@ -11,7 +11,8 @@
 //! weakly by path and is home to ([`OriginFront`]): a front closes when the last route it may
 //! use is removed.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use crate::entropy::{Map, Set};
+use std::collections::BTreeMap;
 use std::future::poll_fn;
 use std::ops::Bound;
 use std::sync::{Arc, Weak};
@@ -44,7 +45,7 @@ struct RouteEntry {
 struct InterestState {
     prefix: Path,
     dirty: Vec<Path>,
-    dirty_set: HashSet<Path>,
+    dirty_set: Set<Path>,
     waiters: Waiters,
 }
 
@@ -54,17 +55,17 @@ struct OriginState {
     /// Ordered by path, so the paths under a prefix are one range (the prefix itself, then
     /// `prefix/…`), never a scan of every path.
     broadcasts: BTreeMap<Path, Vec<RouteEntry>>,
-    route_paths: HashMap<u64, Path>,
-    interests_by_prefix: HashMap<Path, Vec<u64>>,
-    interests: HashMap<u64, InterestState>,
+    route_paths: Map<u64, Path>,
+    interests_by_prefix: Map<Path, Vec<u64>>,
+    interests: Map<u64, InterestState>,
     /// Fronts by path, held weakly: a front lives as long as its readers.
-    fronts: HashMap<Path, Vec<(FrontKey, Weak<BroadcastShared>)>>,
+    fronts: Map<Path, Vec<(FrontKey, Weak<BroadcastShared>)>>,
     /// Tracks handed to another route after their source was lost.
     failovers: u64,
     /// Peers (by hop) that explicitly withdrew a path: every other route to it through them
     /// is stale (never chosen) until they announce it again themselves. Kept only for paths
     /// that still have routes.
-    withdrawn: HashMap<Path, Vec<u64>>,
+    withdrawn: Map<Path, Vec<u64>>,
     /// Bumped by every change to the routes or their staleness: what was announced is the
     /// same while it is (see [`Origin::generation`]).
     generation: u64,
@@ -384,7 +385,7 @@ impl Origin {
         withdrawn_by: Option<u64>,
     ) {
         let mut state = self.state.lock();
-        let mut touched = HashSet::new();
+        let mut touched = Set::default();
         for mut handle in handles {
             if let Some(path) = state.remove_route(handle.id) {
                 touched.insert(path);
@@ -612,7 +613,7 @@ impl Origin {
             InterestState {
                 prefix,
                 dirty: Vec::new(),
-                dirty_set: HashSet::new(),
+                dirty_set: Set::default(),
                 waiters: Waiters::default(),
             },
         );

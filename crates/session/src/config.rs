@@ -165,8 +165,8 @@ impl SessionConfig {
     }
 }
 
-/// A random hop id below 2^53 (so JavaScript peers read it exactly), never 0.
+/// A random hop id below 2^53 (so JavaScript peers read it exactly), never 0; drawn from the
+/// thread's generator (`starling_model::entropy`), so a seeded simulation draws the same ids.
 pub fn random_hop() -> u64 {
-    use rand::Rng;
-    rand::thread_rng().gen_range(1..(1u64 << 53))
+    1 + starling_model::entropy::below((1u64 << 53) - 1)
 }

@@ -2,7 +2,7 @@
 //! then one task accepts the peer's streams and hands each to the half (lite publisher or
 //! subscriber, or the IETF family) that answers it, until the session ends.
 
-use std::collections::HashMap;
+use starling_model::entropy::Map;
 use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::Arc;
 
@@ -91,7 +91,7 @@ impl<T: Transport> Session<T> {
             version,
             peer,
             config,
-            upstream: Mutex::new(HashMap::new()),
+            upstream: Mutex::new(Map::default()),
             next_subscribe_id: AtomicU64::new(0),
             served_subscriptions: AtomicUsize::new(0),
             announce_interests: AtomicUsize::new(0),

@@ -19,7 +19,7 @@
 //!
 //! Sans-IO: charging never waits; a shed session learns it from [`StateAccount::shed`].
 
-use std::collections::HashMap;
+use starling_model::entropy::Map;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -87,7 +87,7 @@ struct Ledger {
     /// from the overdraft instead of shedding another.
     shedding: AtomicUsize,
     next_id: AtomicU64,
-    accounts: Mutex<HashMap<u64, Arc<Holder>>>,
+    accounts: Mutex<Map<u64, Arc<Holder>>>,
 }
 
 /// One session's side of the ledger.
@@ -109,7 +109,7 @@ impl StateLedger {
                 refused: AtomicU64::new(0),
                 shedding: AtomicUsize::new(0),
                 next_id: AtomicU64::new(0),
-                accounts: Mutex::new(HashMap::new()),
+                accounts: Mutex::new(Map::default()),
             }),
         }
     }

@@ -142,6 +142,7 @@ impl<T: Transport> Session<T> {
     /// Resolves once the session ended; says why.
     pub async fn closed(&self) -> Error {
         tokio::select! {
+            biased;
             _ = self.shared.cancel.cancelled() => {}
             err = self.shared.transport.closed() => {
                 let mut slot = self.shared.error.lock();

@@ -1,7 +1,7 @@
 //! Deterministic simulation of a relay mesh: seeded topologies, link costs, delays and loss,
 //! every wire that carries hop chains on the links (lite-05, 06 and 07, IETF drafts 17 to 22
-//! with MoQ Cluster), and random churn (publishers coming and going, relays crashing and
-//! restarting, links partitioned and healed), all over the in-memory transport on one thread
+//! with MoQ Cluster), and random churn (publishers coming and going, relays joining, crashing
+//! and restarting, links partitioned and healed), all over the in-memory transport on one thread
 //! and a paused clock.
 //!
 //! After every event the mesh is left to settle, then checked:
@@ -41,6 +41,8 @@ const TRACK: &str = "t";
 
 /// Route tables: for each (relay, path), its learned routes as (chain, cost).
 type Table = BTreeMap<(usize, String), BTreeSet<(Vec<u64>, RouteCost)>>;
+/// Relays a mesh grows to by joins.
+const MAX_RELAYS: usize = 8;
 /// Long enough for every hold, redial-free handshake and delayed read to finish.
 const SETTLE: Duration = Duration::from_secs(5);
 
@@ -439,7 +441,7 @@ impl Mesh {
     /// One random event.
     async fn churn(&mut self, rng: &mut StdRng) {
         let n = self.nodes.len();
-        match rng.gen_range(0..6) {
+        match rng.gen_range(0..7) {
             0 => self.publish(rng.gen_range(0..n)),
             1 => {
                 let live: Vec<(usize, String)> = self
@@ -490,12 +492,35 @@ impl Mesh {
                     self.event(format!("partition link {e}"));
                 }
             }
-            _ => {
+            5 => {
                 let e = rng.gen_range(0..self.edges.len());
                 if !self.edges[e].up {
                     self.edges[e].up = true;
                     self.event(format!("heal link {e}"));
                     self.connect(e).await;
+                }
+            }
+            _ => {
+                // A relay joins, linked to one or two of the others.
+                if n < MAX_RELAYS {
+                    self.nodes.push(node(n));
+                    let first = self.edges.len();
+                    let peers: BTreeSet<usize> = (0..rng.gen_range(1..=2))
+                        .map(|_| rng.gen_range(0..n))
+                        .collect();
+                    for peer in peers {
+                        self.add_edge(rng, peer, n);
+                    }
+                    self.event(format!(
+                        "join {n}, links {:?}",
+                        self.edges[first..]
+                            .iter()
+                            .map(|e| (e.a, e.b, e.cost, e.wire))
+                            .collect::<Vec<_>>()
+                    ));
+                    for e in first..self.edges.len() {
+                        self.connect(e).await;
+                    }
                 }
             }
         }
@@ -797,6 +822,9 @@ struct Run {
 }
 
 fn run_seed(seed: u64) -> Run {
+    // Hop ids, hash keys and every other draw the sessions make come from this thread's
+    // generator, seeded like the mesh.
+    starling_model::entropy::seed_thread(seed);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)

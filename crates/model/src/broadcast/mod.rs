@@ -9,7 +9,8 @@
 //! an owner: each new track is handed at once to the best route's broadcast, and handed on
 //! when that route's session is lost.
 
-use std::collections::{HashMap, VecDeque};
+use crate::entropy::Map;
+use std::collections::VecDeque;
 use std::future::poll_fn;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -31,7 +32,7 @@ pub use request::TrackRequest;
 
 #[derive(Debug)]
 struct BroadcastState {
-    tracks: HashMap<String, TrackConsumer>,
+    tracks: Map<String, TrackConsumer>,
     requests: VecDeque<TrackRequest>,
     dynamic: bool,
     closed: bool,
@@ -60,7 +61,7 @@ impl BroadcastShared {
             budget,
             front,
             state: Mutex::new(BroadcastState {
-                tracks: HashMap::new(),
+                tracks: Map::default(),
                 requests: VecDeque::new(),
                 dynamic,
                 closed: false,

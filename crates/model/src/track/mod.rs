@@ -9,7 +9,8 @@
 //! relay's [`CacheBudget`] also charges what it holds there, and gives up its stalest group
 //! when the relay-wide total is over (crate::cache).
 
-use std::collections::{BTreeMap, HashMap};
+use crate::entropy::Map;
+use std::collections::BTreeMap;
 use std::future::poll_fn;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -61,7 +62,7 @@ struct TrackState {
     /// budget takes the budget's stamps, which other tracks' groups also advance).
     next_arrival: u64,
     /// Sequence to arrival index, for live groups only.
-    by_sequence: HashMap<u64, u64>,
+    by_sequence: Map<u64, u64>,
     /// Highest sequence seen and its arrival index.
     latest: Option<(u64, u64)>,
     /// The stamp this track is registered under in the relay-wide budget's index, if it is.
@@ -383,7 +384,7 @@ impl TrackProducer {
                     info,
                     groups: BTreeMap::new(),
                     next_arrival: 0,
-                    by_sequence: HashMap::new(),
+                    by_sequence: Map::default(),
                     latest: None,
                     budget_key: None,
                     live_groups: 0,

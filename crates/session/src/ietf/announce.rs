@@ -6,7 +6,7 @@
 //! A broadcast is advertised to the peer once per session whichever way it went; the cluster
 //! parameters (hop path with our hop last, warm cost) go to a peer that declared MoQ Cluster.
 
-use std::collections::HashMap;
+use starling_model::entropy::Map;
 use std::sync::Arc;
 
 use starling_model::Announced;
@@ -47,7 +47,7 @@ struct Advert {
 /// What one view has told the peer.
 struct Told {
     /// By absolute path.
-    live: HashMap<Path, Advert>,
+    live: Map<Path, Advert>,
 }
 
 /// NAMESPACE for `path`: its suffix under the view's prefix, and the cluster parameters a
@@ -218,7 +218,7 @@ async fn follow<T: Transport>(
     let exclude = shared.exclude_hop();
     let interest = view.origin.interest(view.prefix.clone())?;
     let mut told = Told {
-        live: HashMap::new(),
+        live: Map::default(),
     };
     let result = async {
         for announced in view
@@ -233,8 +233,9 @@ async fn follow<T: Transport>(
         loop {
             let ended_with = match &mut mode {
                 Mode::Inline(request) => tokio::select! {
-                    _ = interest.changed(&mut changed) => None,
+                    biased;
                     result = ended(request) => Some(result),
+                    _ = interest.changed(&mut changed) => None,
                 },
                 Mode::Requests => {
                     interest.changed(&mut changed).await;
@@ -340,13 +341,15 @@ pub(crate) async fn subscribe_namespace<T: Transport>(
         let task_shared = shared.clone();
         let follower = async move {
             tokio::select! {
-                result = follow(&task_shared, &view, Mode::Requests) => result,
+                biased;
                 _ = task_stop.cancelled() => Ok(()),
+                result = follow(&task_shared, &view, Mode::Requests) => result,
             }
         };
         let result = tokio::select! {
-            result = follower => result,
+            biased;
             result = ended(request) => result,
+            result = follower => result,
         };
         stop.cancel();
         result
@@ -412,6 +415,7 @@ async fn advertisement<T: Transport>(
     };
     loop {
         tokio::select! {
+            biased;
             _ = stop.cancelled() => {
                 if draft.has_control_stream() {
                     let advertisement = if draft.has_namespace_messages() {

@@ -8,7 +8,7 @@
 //! maps onto one model group; a stream that does not start there, skips an object, or is not
 //! subgroup 0 is refused (stopped), as moq-net refuses it.
 
-use std::collections::HashMap;
+use starling_model::entropy::Map;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -170,6 +170,7 @@ fn publish_route<T: Transport>(
     let task_stop = stop.clone();
     shared.spawn(async move {
         tokio::select! {
+            biased;
             _ = task_stop.cancelled() => {}
             _ = task => {}
         }
@@ -221,11 +222,12 @@ pub(crate) async fn publish_namespace<T: Transport>(
             .await?;
         loop {
             let next = tokio::select! {
-                next = request.recv() => next,
+                biased;
                 _ = shared.going_away(), if !source.draining => {
                     source.reprice(shared, None, true)?;
                     continue;
                 }
+                next = request.recv() => next,
             };
             match next {
                 Ok(Some(Control::PublishNamespaceDone(_))) | Ok(None) => return Ok(true),
@@ -292,12 +294,12 @@ pub(crate) async fn subscribe_namespace<T: Transport>(shared: Arc<Shared<T>>, pr
                 ))
             }
         }
-        let mut live: HashMap<Path, Source> = HashMap::new();
+        let mut live: Map<Path, Source> = Map::default();
         let mut draining = false;
         let result = async {
             loop {
                 let next = tokio::select! {
-                    next = request.recv() => next,
+                    biased;
                     _ = shared.going_away(), if !draining => {
                         // Every route through a draining peer costs the maximum.
                         draining = true;
@@ -306,6 +308,7 @@ pub(crate) async fn subscribe_namespace<T: Transport>(shared: Arc<Shared<T>>, pr
                         }
                         continue;
                     }
+                    next = request.recv() => next,
                 };
                 match next {
                     Ok(Some(Control::Namespace(ns))) if draft.has_namespace_messages() => {
@@ -463,10 +466,12 @@ async fn pull<T: Transport>(
     let mut front_gone = std::pin::pin!(front_gone_grace(track));
     loop {
         tokio::select! {
+            biased;
             msg = upstream.reply() => match msg? {
                 Some(Control::PublishDone(done)) => {
                     // Streams may trail the PUBLISH_DONE: wait for those it counts.
                     tokio::select! {
+                        biased;
                         _ = arrived.streams.reached(done.stream_count) => {}
                         _ = tokio::time::sleep(OWED_GRACE) => {}
                         _ = &mut unused => {}

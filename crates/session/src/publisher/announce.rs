@@ -1,7 +1,7 @@
 //! Serving a peer's announce interest: the live routes under its prefix, then each change, in
 //! its version's form (`announce_wire`; docs/wire.md §4.2–4.4).
 
-use std::collections::HashMap;
+use starling_model::entropy::Map;
 use std::sync::Arc;
 
 use starling_model::{Announced, Origin};
@@ -73,7 +73,7 @@ pub(crate) async fn announce<T: Transport>(
         .filter(|a| view.visible(&a.path))
         .collect();
 
-    let mut sent: HashMap<Path, Sent> = HashMap::new();
+    let mut sent: Map<Path, Sent> = Map::default();
     let mut next_id = 0u64;
     let mut wire = AnnounceWire::new(shared.version, shared.config.hop);
     let initial: Vec<_> = initial
@@ -103,11 +103,12 @@ pub(crate) async fn announce<T: Transport>(
     // for the hold (a burst of changes is one UPDATE); a new path or a withdrawn one goes out
     // at once.
     let hold = limits.announce_update_hold;
-    let mut held: HashMap<Path, tokio::time::Instant> = HashMap::new();
+    let mut held: Map<Path, tokio::time::Instant> = Map::default();
     let mut changed = Vec::new();
     loop {
         let due = held.values().min().copied();
         tokio::select! {
+            biased;
             done = reader.finished() => {
                 // The peer FIN'd (stop listening) or sent bytes after its request.
                 return done;
@@ -167,7 +168,7 @@ fn update<S: starling_transport::SendStream>(
     writer: &mut Writer<S>,
     wire: &mut AnnounceWire,
     view: &View,
-    sent: &mut HashMap<Path, Sent>,
+    sent: &mut Map<Path, Sent>,
     path: &Path,
     exclude: Option<u64>,
 ) -> Result<(), Error> {

@@ -48,6 +48,7 @@ pub(crate) async fn track<T: Transport>(
     let msg: Track = request(shared, reader).await?;
     let track = subscribe::resolve(shared, &msg.broadcast, &msg.track, None)?;
     let info: TrackInfo = tokio::select! {
+        biased;
         info = tokio::time::timeout(limits.request_timeout, track.info()) => match info {
             Ok(info) => info.map_err(Error::Stream)?,
             Err(_) => return Err(Error::Stream(StreamCode::ControlTimeout)),
@@ -95,6 +96,7 @@ pub(crate) async fn fetch<T: Transport>(
         Ok::<_, Error>(())
     };
     tokio::select! {
+        biased;
         result = send => result?,
         _ = reader.finished() => return Err(Error::Stream(StreamCode::Cancelled)),
     }

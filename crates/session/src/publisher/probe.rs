@@ -28,6 +28,7 @@ pub(crate) async fn probe<T: Transport>(
     let mut ticks = tokio::time::interval(SAMPLE);
     loop {
         tokio::select! {
+            biased;
             done = reader.finished() => {
                 // FIN: the subscriber stopped listening; any byte is malformed.
                 return done.map_err(|_| Error::Stream(StreamCode::MalformedTrack));

@@ -2,7 +2,7 @@
 //! peer declared in its SETUP, the request ids of both sides (docs/wire-ietf.md §3.5), and
 //! the control stream (drafts 14-16) or our SETUP stream (17 on), which carries GOAWAY.
 
-use std::collections::HashMap;
+use starling_model::entropy::{Map, Set};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -50,17 +50,17 @@ pub(crate) struct State<T: Transport> {
     /// 14-16: the control stream; 17 on: our SETUP stream (GOAWAY follows the SETUP on it).
     pub control: tokio::sync::Mutex<Option<Writer<T::Send>>>,
     /// 14-16: requests on the control stream, by request id.
-    pub routes: Mutex<HashMap<u64, Route>>,
+    pub routes: Mutex<Map<u64, Route>>,
     ids: Mutex<Ids>,
     ids_changed: Notify,
     /// A track alias was bound (a SUBSCRIBE_OK arrived): data streams waiting for one look
     /// again.
     pub aliases_changed: Notify,
     /// Broadcasts (absolute paths) advertised to the peer with a PUBLISH_NAMESPACE of ours.
-    pub advertised: Mutex<std::collections::HashSet<Path>>,
+    pub advertised: Mutex<Set<Path>>,
     /// Subscriptions served from the middle of a group (Next Object), by request id: the
     /// head a joining FETCH asks for.
-    pub joins: Mutex<HashMap<u64, Join>>,
+    pub joins: Mutex<Map<u64, Join>>,
 }
 
 /// The head of the group a Next Object subscription started in the middle of: its sequence
@@ -85,7 +85,7 @@ impl<T: Transport> State<T> {
             peer: Mutex::new(peer),
             setup_arrived: Notify::new(),
             control: tokio::sync::Mutex::new(None),
-            routes: Mutex::new(HashMap::new()),
+            routes: Mutex::new(Map::default()),
             ids: Mutex::new(Ids {
                 next: u64::from(server),
                 peer_max,
@@ -95,8 +95,8 @@ impl<T: Transport> State<T> {
             }),
             ids_changed: Notify::new(),
             aliases_changed: Notify::new(),
-            advertised: Mutex::new(std::collections::HashSet::new()),
-            joins: Mutex::new(HashMap::new()),
+            advertised: Mutex::new(Set::default()),
+            joins: Mutex::new(Map::default()),
         }
     }
 

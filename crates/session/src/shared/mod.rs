@@ -4,7 +4,7 @@
 
 pub(crate) mod ietf;
 
-use std::collections::HashMap;
+use starling_model::entropy::Map;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -157,7 +157,7 @@ pub(crate) struct Shared<T: Transport> {
     pub peer: PeerSetup,
     pub budget: RecvBudget,
     /// Our subscriptions to the peer, by subscribe id: where its group streams land.
-    pub upstream: Mutex<HashMap<u64, Arc<Upstream>>>,
+    pub upstream: Mutex<Map<u64, Arc<Upstream>>>,
     pub next_subscribe_id: AtomicU64,
     pub served_subscriptions: AtomicUsize,
     pub announce_interests: AtomicUsize,

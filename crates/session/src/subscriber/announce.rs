@@ -2,7 +2,7 @@
 //! (docs/wire.md §4.2–4.4). Each announced broadcast becomes a dynamic broadcast whose tracks this
 //! session pulls from the peer on demand.
 
-use std::collections::{HashMap, HashSet};
+use starling_model::entropy::{Map, Set};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -108,9 +108,9 @@ async fn run<T: Transport>(shared: &Arc<Shared<T>>, prefix: &Path) -> Result<(),
         base,
         responder,
         link,
-        by_id: HashMap::new(),
-        by_suffix: HashMap::new(),
-        dropped: HashSet::new(),
+        by_id: Map::default(),
+        by_suffix: Map::default(),
+        dropped: Set::default(),
         next_id: 0,
         draining: false,
     };
@@ -187,11 +187,11 @@ struct Announces<T: Transport> {
     responder: u64,
     link: u64,
     /// lite-06: live ids.
-    by_id: HashMap<u64, Live>,
+    by_id: Map<u64, Live>,
     /// Live suffixes (and, on 06, their ids).
-    by_suffix: HashMap<Path, u64>,
+    by_suffix: Map<Path, u64>,
     /// lite-06: live ids we did not publish (reflections, or outside the peer's grant).
-    dropped: HashSet<u64>,
+    dropped: Set<u64>,
     next_id: u64,
     /// The peer sent GOAWAY: every route it announced, now and later, costs the maximum, so
     /// any other route wins while its sessions move (moq-net's drain pricing).
@@ -272,6 +272,7 @@ impl<T: Transport> Announces<T> {
         let task_stop = stop.clone();
         self.shared.spawn(async move {
             tokio::select! {
+                biased;
                 _ = task_stop.cancelled() => {}
                 _ = task => {}
             }

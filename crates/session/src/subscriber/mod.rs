@@ -77,6 +77,7 @@ async fn pull<T: Transport>(
     // that honours that skips every group the reader's max age reaches back to (moq-net drops
     // them as stale), while the SUBSCRIBE_UPDATE with the real max age is still on its way.
     let mut demand = tokio::select! {
+        biased;
         demand = track.demand_changed(None) => demand,
         _ = &mut unused => return Ok(Pulled::Unused),
     };
@@ -154,6 +155,7 @@ async fn pull<T: Transport>(
     let mut front_gone = std::pin::pin!(front_gone_grace(track));
     loop {
         tokio::select! {
+            biased;
             response = next_response(&mut reader, shared.version, limits.max_control_message) => {
                 let response = match response {
                     Ok(response) => response,
@@ -266,6 +268,7 @@ impl Owed {
             }
         };
         tokio::select! {
+            biased;
             _ = owed => true,
             _ = tokio::time::sleep(grace) => false,
             _ = unused => true,
