@@ -140,6 +140,29 @@ impl OriginState {
             withdrawn.push(sender);
             self.generation += 1;
         }
+        self.prune_withdrawn(path);
+    }
+
+    /// Forget the withdrawals at `path` that no route there passes through any more: a route
+    /// learned later through that peer is news the withdrawal does not cover (moq-net prunes
+    /// the same way). Kept, such a withdrawal would hide every later route through the peer
+    /// until the peer announced the path to us directly, which it never does once our link
+    /// to it is gone.
+    fn prune_withdrawn(&mut self, path: &Path) {
+        let Some(withdrawn) = self.withdrawn.get_mut(path) else {
+            return;
+        };
+        let routes = self.broadcasts.get(path);
+        let before = withdrawn.len();
+        withdrawn.retain(|hop| {
+            routes.is_some_and(|routes| routes.iter().any(|r| r.route.hops.contains(hop)))
+        });
+        if withdrawn.len() != before {
+            self.generation += 1;
+        }
+        if withdrawn.is_empty() {
+            self.withdrawn.remove(path);
+        }
     }
 
     fn withdrawn(&self, path: &Path) -> &[u64] {
@@ -264,9 +287,9 @@ impl OriginState {
             routes.retain(|r| r.id != id);
             if routes.is_empty() {
                 self.broadcasts.remove(&path);
-                self.withdrawn.remove(&path);
             }
         }
+        self.prune_withdrawn(&path);
         Some(path)
     }
 }
@@ -358,6 +381,7 @@ impl Origin {
         {
             entry.route = route;
         }
+        state.prune_withdrawn(&path);
         state.mark_dirty(&path);
         let orphaned = state.orphaned_fronts(&path);
         drop(state);

@@ -557,6 +557,32 @@ fn an_explicit_withdrawal_makes_routes_through_the_peer_stale() {
     assert_eq!(origin.announced(&p(""), None).len(), 1);
 }
 
+/// A withdrawal lasts while a route it hides is held: once the stale routes through X are
+/// gone, a route learned later through X (news from another neighbour) is used, though X never
+/// announced the path to us again (moq-net forgets such withdrawals the same way).
+#[test]
+fn a_withdrawal_ends_with_the_last_route_it_hides() {
+    let (origin, direct, _broadcasts, through) = direct_and_through_x();
+    let path = p("room/alice");
+    let (elsewhere, via_d) = (broadcast(), broadcast());
+    let _elsewhere = origin
+        .publish(path.clone(), elsewhere.consume(), route(9, 9, &[8, 90]))
+        .unwrap();
+    origin.withdraw_all(50, [direct]);
+    assert_eq!(
+        origin.route(&path, None).unwrap().route.hops.to_vec(),
+        vec![8, 90]
+    );
+    drop(through);
+    let _later = origin
+        .publish(path.clone(), via_d.consume(), route(6, 6, &[7, 50, 70]))
+        .unwrap();
+    let best = origin
+        .route(&path, None)
+        .expect("the later route through X is used");
+    assert_eq!(best.route.hops.to_vec(), vec![7, 50, 70]);
+}
+
 #[test]
 fn a_lost_session_leaves_no_stale_routes() {
     let (origin, direct, _broadcasts, _through) = direct_and_through_x();

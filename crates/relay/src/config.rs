@@ -64,6 +64,9 @@ pub struct RelayConfig {
     /// CA certificates (PEM) a client certificate must chain to (`--listen-tls-root`): a
     /// session presenting a verified one is a cluster peer. Clients without one still connect.
     pub listen_tls_root: Option<std::path::PathBuf>,
+    /// Where the relay reads wall time (token lifetimes, session start times): the system's,
+    /// or a simulation's. Handed to auth and to every session.
+    pub clock: starling_session::Clock,
 }
 
 impl Default for RelayConfig {
@@ -87,6 +90,7 @@ impl Default for RelayConfig {
             internal_listen: None,
             cluster: ClusterConfig::default(),
             listen_tls_root: None,
+            clock: starling_session::Clock::system(),
         }
     }
 }

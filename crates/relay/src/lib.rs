@@ -27,4 +27,4 @@ pub use registry::{
     LiveSession, Registered, SessionEntry, SessionFuture, SessionInfo, SessionRegistry,
     SessionTransport,
 };
-pub use relay::{Relay, RelayError};
+pub use relay::{Incoming, Relay, RelayCore, RelayError};

@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 use starling_model::Origin;
 use starling_net::qmux::{websocket_acceptor, QmuxAccepted, QmuxTcpListener, QmuxTransport};
@@ -61,7 +61,16 @@ pub struct Relay {
     tcp: Option<QmuxTcpListener>,
     /// Where `/metrics` is served, when enabled.
     internal: Option<SocketAddr>,
+    core: RelayCore,
+}
+
+/// The relay without its sockets: the origin, auth, the session registry, metrics and the
+/// cluster's links. [`Relay`] binds it to the network; a simulation hands it in-memory
+/// connections ([`RelayCore::serve`]) and links ([`RelayCore::start_cluster`]).
+#[derive(Clone)]
+pub struct RelayCore {
     inner: Arc<Inner>,
+    admission: Arc<starling_net::Admission>,
 }
 
 struct Inner {
@@ -97,13 +106,15 @@ impl Drop for Admitting<'_> {
     }
 }
 
-impl Relay {
-    pub async fn bind(mut config: RelayConfig) -> Result<Self, RelayError> {
+impl RelayCore {
+    /// Everything but the sockets, from `config`.
+    pub fn new(mut config: RelayConfig) -> Result<Self, RelayError> {
         config.cluster.validate()?;
         config.check_receive_window()?;
         // One window for every binding, and the session's budget for incomplete units.
         let max_window = usize::try_from(config.receive_windows.connection).unwrap_or(usize::MAX);
         config.session_limits.recv_budget = max_window;
+        config.auth.clock = config.clock;
         let authority = Authority::new(&config.auth)?;
         let origin = Origin::new();
         let sessions = SessionRegistry::new();
@@ -137,6 +148,138 @@ impl Relay {
         let metrics = RelayMetrics::new(cache_budget, admission.clone())
             .with_receive_pool(pool)
             .with_state_ledger(ledger);
+        Ok(RelayCore {
+            inner: Arc::new(Inner {
+                origin,
+                hop: config.cluster.id.unwrap_or_else(random_hop),
+                config,
+                authority,
+                sessions,
+                metrics,
+                draining: std::sync::atomic::AtomicBool::new(false),
+                admitting: tokio::sync::watch::Sender::new(0),
+            }),
+            admission,
+        })
+    }
+
+    /// This relay's hop id (its cluster id when configured).
+    pub fn hop(&self) -> u64 {
+        self.inner.hop
+    }
+
+    pub fn origin(&self) -> &Origin {
+        &self.inner.origin
+    }
+
+    /// The live sessions.
+    pub fn sessions(&self) -> &SessionRegistry {
+        &self.inner.sessions
+    }
+
+    pub fn metrics(&self) -> &RelayMetrics {
+        &self.inner.metrics
+    }
+
+    pub fn config(&self) -> &RelayConfig {
+        &self.inner.config
+    }
+
+    /// Run one connection's session, from handshake and auth to its end.
+    pub fn serve<T: Transport>(&self, incoming: Incoming<T>) -> impl Future<Output = ()> + Send {
+        self.inner.clone().serve(incoming)
+    }
+
+    /// Start the cluster's links through `connector`; `None` when no peer is configured.
+    /// The task owns every link: aborting it closes them all.
+    pub fn start_cluster<C: crate::cluster::Connector>(
+        &self,
+        connector: C,
+    ) -> Result<Option<tokio::task::JoinHandle<()>>, RelayError> {
+        if !crate::cluster::dials_any(&self.inner.config.cluster) {
+            return Ok(None);
+        }
+        crate::cluster::start_with(&self.inner.config.cluster, self.mesh(), connector).map(Some)
+    }
+
+    fn mesh(&self) -> Arc<crate::cluster::Mesh> {
+        Arc::new(crate::cluster::Mesh {
+            origin: self.inner.origin.clone(),
+            hop: self.inner.hop,
+            versions: self.inner.config.versions.clone(),
+            session_limits: self.inner.config.session_limits.clone(),
+            model_limits: self.inner.config.model_limits,
+            max_hops: self.inner.config.cluster.max_hops,
+            metrics: self.inner.metrics.clone(),
+            sessions: self.inner.sessions.clone(),
+            receive_windows: self.inner.config.receive_windows,
+            clock: self.inner.config.clock,
+        })
+    }
+
+    /// The HTTP API (`/announced`, `/fetch`, the status page …) for a relay whose certificate
+    /// has `fingerprint`, without the WebSocket upgrade.
+    pub fn http_api(&self, fingerprint: &str) -> HttpApi {
+        let mut api = HttpApi::new(
+            self.inner.origin.clone(),
+            self.inner.sessions.clone(),
+            fingerprint.to_string(),
+            self.inner.config.http_api.clone(),
+        )
+        .with_authority(self.inner.authority.clone())
+        .with_admission(self.admission.clone())
+        .with_metrics(self.inner.metrics.clone());
+        if let Some(pool) = self.inner.config.session_limits.recv_pool.clone() {
+            api = api.with_receive_pool(pool);
+        }
+        api
+    }
+
+    /// Drain: every session gets GOAWAY and has the drain timeout to leave; those left are
+    /// closed with GOAWAY_TIMEOUT.
+    pub async fn drain(&self) {
+        self.inner
+            .draining
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let deadline = tokio::time::Instant::now() + self.inner.config.drain_timeout;
+        // Connections still being admitted are drained with the rest.
+        let mut admitting = self.inner.admitting.subscribe();
+        let _ = tokio::time::timeout_at(deadline, admitting.wait_for(|n| *n == 0)).await;
+        let sessions: Vec<_> = self
+            .inner
+            .sessions
+            .list()
+            .into_iter()
+            .map(|entry| entry.session)
+            .collect();
+        tracing::info!(sessions = sessions.len(), "draining");
+        // Every GOAWAY at once, and all of it inside the deadline: a peer that grants no
+        // stream (so its GOAWAY never opens) holds neither the others nor the shutdown.
+        let drained = async {
+            futures::future::join_all(sessions.iter().map(|session| session.goaway())).await;
+            for session in &sessions {
+                session.closed().await;
+            }
+        };
+        if tokio::time::timeout_at(deadline, drained).await.is_err() {
+            for session in &sessions {
+                session.close(SessionCode::GoawayTimeout, "drain timeout");
+            }
+        }
+    }
+}
+
+impl Relay {
+    pub async fn bind(config: RelayConfig) -> Result<Self, RelayError> {
+        let core = RelayCore::new(config)?;
+        let (inner, admission) = (core.inner.clone(), core.admission.clone());
+        let config = &inner.config;
+        let (metrics, sessions, origin, authority) = (
+            inner.metrics.clone(),
+            inner.sessions.clone(),
+            inner.origin.clone(),
+            inner.authority.clone(),
+        );
         let internal = match config.internal_listen {
             Some(addr) => Some(
                 serve_internal(
@@ -211,23 +354,19 @@ impl Relay {
             websocket: websocket_sessions,
             admission,
             tcp,
-            inner: Arc::new(Inner {
-                origin,
-                hop: config.cluster.id.unwrap_or_else(random_hop),
-                config,
-                authority,
-                sessions,
-                metrics,
-                draining: std::sync::atomic::AtomicBool::new(false),
-                admitting: tokio::sync::watch::Sender::new(0),
-            }),
             internal,
+            core,
         })
+    }
+
+    /// The relay's core (origin, sessions, auth, cluster), without its sockets.
+    pub fn core(&self) -> &RelayCore {
+        &self.core
     }
 
     /// This relay's hop id (its cluster id when configured).
     pub fn hop(&self) -> u64 {
-        self.inner.hop
+        self.core.hop()
     }
 
     /// The internal listener's address (`/metrics`, `/health`), when enabled.
@@ -236,7 +375,7 @@ impl Relay {
     }
 
     pub fn metrics(&self) -> &RelayMetrics {
-        &self.inner.metrics
+        self.core.metrics()
     }
 
     /// The plaintext QMux-over-TCP listener's address, when enabled.
@@ -255,12 +394,12 @@ impl Relay {
     }
 
     pub fn origin(&self) -> &Origin {
-        &self.inner.origin
+        self.core.origin()
     }
 
     /// The live sessions.
     pub fn sessions(&self) -> &SessionRegistry {
-        &self.inner.sessions
+        self.core.sessions()
     }
 
     /// Hand every HTTP request carrying `Upgrade: websocket` (on any path, `/` included) to
@@ -281,78 +420,51 @@ impl Relay {
         tokio::pin!(shutdown);
         let mut http_task = None;
         if let Some(listener) = self.http.take() {
-            let mut api = HttpApi::new(
-                self.inner.origin.clone(),
-                self.inner.sessions.clone(),
-                self.fingerprint.clone(),
-                self.inner.config.http_api.clone(),
-            )
-            .with_authority(self.inner.authority.clone())
-            .with_admission(self.admission.clone())
-            .with_metrics(self.inner.metrics.clone());
-            if let Some(pool) = self.inner.config.session_limits.recv_pool.clone() {
-                api = api.with_receive_pool(pool);
-            }
+            let mut api = self.core.http_api(&self.fingerprint);
             // WebSocket (QMux) hook: upgrades are routed before every HTTP route.
             // Admission, then tokens, are checked before the upgrade: 503 or 401.
             if let Some(upgrade) = self.http_upgrade.take() {
                 let upgrade = crate::http::gate_upgrade(
                     upgrade,
-                    self.inner.authority.clone(),
+                    self.core.inner.authority.clone(),
                     Some(self.admission.clone()),
                 );
                 api = api.with_upgrade(upgrade);
             }
             let router = api.router();
-            let http_limits = self.inner.config.http_api.server;
-            let http_counters = self.inner.metrics.http_counters();
+            let http_limits = self.core.inner.config.http_api.server;
+            let http_counters = self.core.inner.metrics.http_counters();
             http_task = Some(tokio::spawn(async move {
                 starling_net::serve_bounded(listener, router, http_limits, http_counters).await;
             }));
         }
         let tcp_task = self.tcp.take().map(|listener| {
-            let inner = self.inner.clone();
+            let core = self.core.clone();
             let local = Some(listener.local_addr());
             tokio::spawn(async move {
                 while let Some(accepted) = listener.accept().await {
-                    let inner = inner.clone();
                     let incoming = Incoming {
                         local,
                         ..Incoming::from(accepted)
                     };
-                    tokio::spawn(async move { inner.serve(incoming).await });
+                    tokio::spawn(core.serve(incoming));
                 }
             })
         });
-        let links = crate::cluster::start(
-            &self.inner.config.cluster,
-            Arc::new(crate::cluster::Mesh {
-                origin: self.inner.origin.clone(),
-                hop: self.inner.hop,
-                versions: self.inner.config.versions.clone(),
-                session_limits: self.inner.config.session_limits.clone(),
-                model_limits: self.inner.config.model_limits,
-                max_hops: self.inner.config.cluster.max_hops,
-                metrics: self.inner.metrics.clone(),
-                sessions: self.inner.sessions.clone(),
-                receive_windows: self.inner.config.receive_windows,
-            }),
-        )?;
+        let links = crate::cluster::start(&self.core.inner.config.cluster, self.core.mesh())?;
         let quic_local = self.server.local_addr().ok();
         loop {
             tokio::select! {
                 accepted = self.server.accept() => {
                     let Some(accepted) = accepted else { return Ok(()) };
-                    let inner = self.inner.clone();
                     let incoming = Incoming {
                         local: quic_local,
                         ..Incoming::from(accepted)
                     };
-                    tokio::spawn(async move { inner.serve(incoming).await });
+                    tokio::spawn(self.core.serve(incoming));
                 }
                 Some(accepted) = self.websocket.recv() => {
-                    let inner = self.inner.clone();
-                    tokio::spawn(async move { inner.serve(Incoming::from(accepted)).await });
+                    tokio::spawn(self.core.serve(Incoming::from(accepted)));
                 }
                 _ = &mut shutdown => break,
             }
@@ -375,34 +487,7 @@ impl Relay {
     }
 
     async fn drain(&self) {
-        self.inner
-            .draining
-            .store(true, std::sync::atomic::Ordering::SeqCst);
-        let deadline = tokio::time::Instant::now() + self.inner.config.drain_timeout;
-        // Connections still being admitted are drained with the rest.
-        let mut admitting = self.inner.admitting.subscribe();
-        let _ = tokio::time::timeout_at(deadline, admitting.wait_for(|n| *n == 0)).await;
-        let sessions: Vec<_> = self
-            .inner
-            .sessions
-            .list()
-            .into_iter()
-            .map(|entry| entry.session)
-            .collect();
-        tracing::info!(sessions = sessions.len(), "draining");
-        // Every GOAWAY at once, and all of it inside the deadline: a peer that grants no
-        // stream (so its GOAWAY never opens) holds neither the others nor the shutdown.
-        let drained = async {
-            futures::future::join_all(sessions.iter().map(|session| session.goaway())).await;
-            for session in &sessions {
-                session.closed().await;
-            }
-        };
-        if tokio::time::timeout_at(deadline, drained).await.is_err() {
-            for session in &sessions {
-                session.close(SessionCode::GoawayTimeout, "drain timeout");
-            }
-        }
+        self.core.drain().await;
         self.server.close().await;
     }
 }
@@ -463,22 +548,39 @@ async fn bind_tcp(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> 
 }
 
 /// A connection whose transport handshake completed, on any binding.
-struct Incoming<T: Transport> {
-    transport: T,
+pub struct Incoming<T: Transport> {
+    pub transport: T,
     /// The negotiated moq ALPN.
-    protocol: Option<String>,
+    pub protocol: Option<String>,
     /// The request target from the URL (WebTransport, WebSocket); `None` on raw QUIC and TCP.
-    path: Option<String>,
-    remote: SocketAddr,
+    pub path: Option<String>,
+    pub remote: SocketAddr,
     /// The relay's address the connection arrived on (the listener's; `None` for WebSocket,
     /// whose HTTP listener does not say).
-    local: Option<SocketAddr>,
-    kind: SessionTransport,
-    server_name: Option<String>,
+    pub local: Option<SocketAddr>,
+    pub kind: SessionTransport,
+    pub server_name: Option<String>,
     /// A client certificate verified against `--listen-tls-root` (QUIC bindings only).
-    client_certificate: Option<starling_net::ClientCertificate>,
+    pub client_certificate: Option<starling_net::ClientCertificate>,
     /// The admission slot, held until the session ends.
-    ticket: Option<starling_net::Ticket>,
+    pub ticket: Option<starling_net::Ticket>,
+}
+
+impl<T: Transport> Incoming<T> {
+    /// A connection as raw QUIC delivers it: the ALPN names the protocol, the SETUP the path.
+    pub fn quic(transport: T, protocol: &str, remote: SocketAddr) -> Self {
+        Incoming {
+            transport,
+            protocol: Some(protocol.to_string()),
+            path: None,
+            remote,
+            local: None,
+            kind: SessionTransport::Quic,
+            server_name: None,
+            client_certificate: None,
+            ticket: None,
+        }
+    }
 }
 
 impl From<Accepted> for Incoming<QuicTransport> {
@@ -629,6 +731,7 @@ impl Inner {
         config.limits = self.config.session_limits.clone();
         config.model_limits = self.config.model_limits;
         config.cache_budget = Some(self.metrics.cache_budget());
+        config.clock = self.config.clock;
         if grant.subscribe {
             config.publish = Some(self.origin.clone());
         }
@@ -656,7 +759,7 @@ impl Inner {
             subscribe: grant.subscribe,
             server_name: accepted.server_name.clone(),
             started: Instant::now(),
-            started_at: SystemTime::now(),
+            started_at: self.config.clock.wall(),
             peer: None,
             local: accepted.local,
             alpn: accepted.protocol.clone(),

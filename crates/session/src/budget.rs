@@ -23,6 +23,11 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
+/// Now, by tokio's clock (a simulation's paused one advances it), as the pool reads time.
+fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
+}
+
 use parking_lot::Mutex;
 use starling_proto::StreamCode;
 
@@ -278,7 +283,7 @@ impl RecvBudget {
             let bytes = usize::try_from(more)
                 .unwrap_or(usize::MAX)
                 .saturating_mul(STREAM_CREDIT_COST);
-            let granted = pooled.pool.grant_streams(bytes, Instant::now());
+            let granted = pooled.pool.grant_streams(bytes, now());
             if granted {
                 pooled.streams.fetch_add(bytes, Ordering::AcqRel);
             }
@@ -290,7 +295,7 @@ impl RecvBudget {
     /// through). With a pool, a connection that consumed half its window since growth was
     /// last tried asks the pool for twice the window.
     pub fn consume(&self, bytes: usize) {
-        self.consume_at(bytes, Instant::now);
+        self.consume_at(bytes, now);
     }
 
     /// As [`consume`](Self::consume), reading the time (for the pool's reclaim pass) from

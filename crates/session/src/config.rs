@@ -119,6 +119,8 @@ pub struct SessionConfig {
     /// group) could never serve the history a later reader reaches back for: publishers do
     /// not resend what a larger max age would have covered.
     pub pull_window: bool,
+    /// Where the session reads wall time (a simulation's own).
+    pub clock: crate::Clock,
 }
 
 impl SessionConfig {
@@ -152,6 +154,7 @@ impl SessionConfig {
             model_limits: Limits::default(),
             access: None,
             cache_budget: None,
+            clock: crate::Clock::system(),
         }
     }
 

@@ -7,6 +7,7 @@
 //! serves a relay (both halves on one shared origin) and a client (one half each).
 
 mod budget;
+mod clock;
 mod config;
 mod dispatch;
 mod error;
@@ -33,6 +34,7 @@ mod violation;
 mod writer;
 
 pub use budget::{Account, BudgetStats, RecvBudget, WindowSink, STREAM_CREDIT_COST};
+pub use clock::Clock;
 pub use config::{random_hop, Access, SessionConfig, SessionLimits};
 pub use error::Error;
 pub use frames::WHOLE_FRAME_BYTES;

@@ -15,7 +15,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use starling_auth::contract::SessionRequest;
 use tokio::sync::{watch, Notify};
@@ -96,6 +96,8 @@ struct Table {
 
 /// The table of decisions, with the decider that fills it.
 pub(crate) struct DecisionCache {
+    /// Where expiry times are read against.
+    pub(crate) clock: starling_session::Clock,
     decider: Arc<dyn Decide>,
     max_age: Duration,
     capacity: usize,
@@ -109,8 +111,14 @@ pub(crate) struct DecisionCache {
 }
 
 impl DecisionCache {
-    pub fn new(decider: Arc<dyn Decide>, max_age: Duration, capacity: usize) -> Arc<Self> {
+    pub fn new(
+        decider: Arc<dyn Decide>,
+        max_age: Duration,
+        capacity: usize,
+        clock: starling_session::Clock,
+    ) -> Arc<Self> {
         Arc::new(DecisionCache {
+            clock,
             max_age,
             capacity: capacity.max(1),
             table: Mutex::new(Table {
@@ -238,6 +246,7 @@ impl DecisionCache {
             outcome: Option<Result<crate::auth::Decision, Refusal>>,
             max_age: Duration,
             swept: u64,
+            clock: starling_session::Clock,
         }
         impl Drop for Publish<'_> {
             fn drop(&mut self) {
@@ -245,7 +254,7 @@ impl DecisionCache {
                     .outcome
                     .take()
                     .unwrap_or_else(|| Err(Refusal::Unavailable("the decider failed".into())));
-                let (max_age, swept) = (self.max_age, self.swept);
+                let (max_age, swept, clock) = (self.max_age, self.swept, self.clock);
                 let mut changed = false;
                 self.entry.state.send_modify(|state| {
                     state.inflight = false;
@@ -269,7 +278,7 @@ impl DecisionCache {
                             if let Some(expires) = decision.expires {
                                 age = age.min(
                                     expires
-                                        .duration_since(SystemTime::now())
+                                        .duration_since(clock.wall())
                                         .unwrap_or_default(),
                                 );
                             }
@@ -294,6 +303,7 @@ impl DecisionCache {
             entry,
             outcome: None,
             max_age: self.max_age,
+            clock: self.clock,
             // Read before deciding: a change swept while the decision is made is not missed.
             swept: self.swept.as_ref().map_or(0, |swept| *swept.borrow()),
         };
@@ -491,7 +501,12 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn concurrent_cold_lookups_share_one_decision() {
         let decider = scripted(0);
-        let cache = DecisionCache::new(decider.clone(), Duration::from_secs(1), 16);
+        let cache = DecisionCache::new(
+            decider.clone(),
+            Duration::from_secs(1),
+            16,
+            Default::default(),
+        );
         let f = facts("/room?jwt=t");
         let lookups: Vec<_> = (0..100)
             .map(|_| {
@@ -514,7 +529,12 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_decision_is_reused_only_within_the_maximum_age() {
         let decider = scripted(1000);
-        let cache = DecisionCache::new(decider.clone(), Duration::from_secs(1), 16);
+        let cache = DecisionCache::new(
+            decider.clone(),
+            Duration::from_secs(1),
+            16,
+            Default::default(),
+        );
         let f = facts("/room?jwt=t");
         assert!(cache.lookup(&f, &request(&f)).await.1.is_ok());
         decider.allow.store(false, Ordering::SeqCst);
@@ -533,7 +553,12 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn held_decisions_are_rechecked_and_revocation_reaches_holders() {
         let decider = scripted(1000);
-        let cache = DecisionCache::new(decider.clone(), Duration::from_secs(1), 16);
+        let cache = DecisionCache::new(
+            decider.clone(),
+            Duration::from_secs(1),
+            16,
+            Default::default(),
+        );
         let f = facts("/room?jwt=t");
         let (entry, verdict) = cache.lookup(&f, &request(&f)).await;
         let admitted = verdict.unwrap();
@@ -561,7 +586,12 @@ mod tests {
             sweeps: true,
             ..Arc::into_inner(scripted(1000)).unwrap()
         });
-        let cache = DecisionCache::new(decider.clone(), Duration::from_secs(1), 16);
+        let cache = DecisionCache::new(
+            decider.clone(),
+            Duration::from_secs(1),
+            16,
+            Default::default(),
+        );
         let f = facts("/room?jwt=t");
         let (entry, verdict) = cache.lookup(&f, &request(&f)).await;
         assert!(verdict.is_ok());
@@ -599,7 +629,12 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_table_forgets_its_oldest_credential_when_full() {
         let decider = scripted(1000);
-        let cache = DecisionCache::new(decider.clone(), Duration::from_secs(60), 2);
+        let cache = DecisionCache::new(
+            decider.clone(),
+            Duration::from_secs(60),
+            2,
+            Default::default(),
+        );
         for token in ["a", "b", "c"] {
             let f = facts(&format!("/room?jwt={token}"));
             assert!(cache.lookup(&f, &request(&f)).await.1.is_ok());

@@ -31,6 +31,8 @@ pub struct AuthConfig {
     pub cache_capacity: usize,
     /// This relay's name in auth-server requests.
     pub node: String,
+    /// Where token lifetimes are read against (a simulation's own clock).
+    pub clock: starling_session::Clock,
 }
 
 impl Default for AuthConfig {
@@ -43,6 +45,7 @@ impl Default for AuthConfig {
             max_age: super::DEFAULT_MAX_AGE,
             cache_capacity: super::DEFAULT_CACHE_CAPACITY,
             node: "starling".to_string(),
+            clock: starling_session::Clock::system(),
         }
     }
 }

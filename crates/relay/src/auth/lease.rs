@@ -57,11 +57,9 @@ pub struct Lease {
     report: Option<Report>,
 }
 
-/// `expires` as an instant on Tokio's clock; one already past is now.
-fn deadline(expires: Option<SystemTime>) -> Option<Instant> {
-    let left = expires?
-        .duration_since(SystemTime::now())
-        .unwrap_or_default();
+/// `expires` (read against `clock`) as an instant on Tokio's clock; one already past is now.
+fn deadline(expires: Option<SystemTime>, clock: starling_session::Clock) -> Option<Instant> {
+    let left = expires?.duration_since(clock.wall()).unwrap_or_default();
     Instant::now().checked_add(left)
 }
 
@@ -71,7 +69,7 @@ impl Lease {
         Lease {
             held: None,
             admitted: None,
-            expires: deadline(expires),
+            expires: deadline(expires, starling_session::Clock::system()),
             report: None,
         }
     }
@@ -100,7 +98,7 @@ impl Lease {
         let watcher = entry.subscribe();
         cache.hold(&entry);
         Lease {
-            expires: deadline(admitted.expires),
+            expires: deadline(admitted.expires, cache.clock),
             held: Some(Held {
                 cache,
                 entry,
@@ -150,7 +148,8 @@ impl Lease {
                             if !admitted.covered_by(&fresh) {
                                 return LeaseEnd::Narrowed;
                             }
-                            self.expires = deadline(fresh.expires);
+                            let clock = self.held.as_ref().map(|held| held.cache.clock);
+                            self.expires = deadline(fresh.expires, clock.unwrap_or_default());
                         }
                         Some(_) => {}
                     }

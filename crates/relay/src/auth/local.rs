@@ -14,6 +14,8 @@ use crate::auth::keys::{KeyReader, KeySource};
 /// Keys and public rules.
 #[derive(Debug)]
 pub(crate) struct LocalPolicy {
+    /// Where token lifetimes are read against.
+    clock: starling_session::Clock,
     /// Verifies tokens; `None` refuses every token.
     keys: Option<KeyReader>,
     /// Anonymous access, rooted at `/`; `None` refuses sessions without a token.
@@ -148,6 +150,7 @@ impl LocalPolicy {
             ..Default::default()
         });
         LocalPolicy {
+            clock: starling_session::Clock::system(),
             keys: keys.map(KeyReader::new),
             public,
             verified: Verified {
@@ -156,6 +159,12 @@ impl LocalPolicy {
                 verifications: Default::default(),
             },
         }
+    }
+
+    /// Read token lifetimes against `clock`.
+    pub fn with_clock(mut self, clock: starling_session::Clock) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// Decide for `facts` at `now`.
@@ -205,7 +214,7 @@ fn nonempty(permissions: Permissions) -> Result<Permissions, Refusal> {
 
 impl Decide for LocalPolicy {
     fn decide(&self, facts: &SessionFacts, _: &SessionRequest, _: Moment) -> Deciding {
-        let decided = self.decide_now(facts, SystemTime::now());
+        let decided = self.decide_now(facts, self.clock.wall());
         Box::pin(std::future::ready(decided))
     }
 

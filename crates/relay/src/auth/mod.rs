@@ -16,7 +16,7 @@ mod server;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use starling_auth::{AuthError, Pattern, Patterns, Permissions, Segment};
 use starling_proto::{Path, Role};
@@ -182,6 +182,7 @@ impl Authority {
                         Arc::new(server),
                         config.max_age,
                         config.cache_capacity,
+                        config.clock,
                     ),
                     server: Some((counters, reporter)),
                 }
@@ -192,12 +193,14 @@ impl Authority {
                     &config.public_publish,
                     &config.public_subscribe,
                     config.cache_capacity,
-                );
+                )
+                .with_clock(config.clock);
                 Mode::Decided {
                     cache: DecisionCache::new(
                         Arc::new(policy),
                         config.max_age,
                         config.cache_capacity,
+                        config.clock,
                     ),
                     server: None,
                 }
@@ -254,7 +257,7 @@ impl Authority {
                 let request = facts.request(&self.node);
                 let (entry, verdict) = cache.lookup(&facts, &request).await;
                 let decision = verdict?;
-                if decision.expires.is_some_and(|at| at <= SystemTime::now()) {
+                if decision.expires.is_some_and(|at| at <= cache.clock.wall()) {
                     return Err(Arc::new(Refusal::Token(AuthError::Expired)));
                 }
                 let mut grant = scoped(&decision.permissions)?;

@@ -11,10 +11,10 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 use starling_model::{Limits, Origin};
-use starling_net::{AnyTransport, DialConfig, DialError, Dialer, QuicConfig};
+use starling_net::{AnyTransport, DialConfig, Dialer, QuicConfig};
 use starling_proto::{Path, Protocol, SessionCode};
 use starling_session::{ClientSetup, Session, SessionConfig, SessionLimits};
 use tokio::task::JoinHandle;
@@ -36,13 +36,58 @@ pub(crate) struct Mesh {
     pub sessions: SessionRegistry,
     /// Receive windows of the links we dial (as of the listeners).
     pub receive_windows: starling_net::ReceiveWindows,
+    /// Where wall time is read.
+    pub clock: starling_session::Clock,
+}
+
+/// A link's connection to its peer, before the session's handshake.
+pub struct Connected<T> {
+    pub transport: T,
+    /// The negotiated moq ALPN (`""` or `moql`: the legacy in-band negotiation).
+    pub protocol: String,
+    /// What to send as SETUP's Path parameter (bindings without a request URL).
+    pub setup_path: Option<String>,
+    pub binding: SessionTransport,
+    pub remote: SocketAddr,
+}
+
+/// How links reach their peers: over the network ([`Dialer`]), or, in a simulation, through
+/// an in-memory switchboard.
+pub trait Connector: Send + Sync + 'static {
+    type Transport: starling_transport::Transport;
+
+    /// Connect to the peer at `url`; the error says why not.
+    fn connect(
+        &self,
+        url: &url::Url,
+    ) -> impl std::future::Future<Output = Result<Connected<Self::Transport>, String>> + Send;
+}
+
+impl Connector for Dialer {
+    type Transport = AnyTransport;
+
+    async fn connect(&self, url: &url::Url) -> Result<Connected<AnyTransport>, String> {
+        let dialed = self.dial(url).await.map_err(|err| err.to_string())?;
+        let (binding, remote) = match &dialed.transport {
+            AnyTransport::Quic(quic) => (quic.binding().into(), quic.remote_address()),
+            AnyTransport::Qmux(_) if url.scheme() == "tcp" => (SessionTransport::Tcp, UNKNOWN),
+            AnyTransport::Qmux(_) => (SessionTransport::WebSocket, UNKNOWN),
+        };
+        Ok(Connected {
+            transport: dialed.transport,
+            protocol: dialed.protocol,
+            setup_path: dialed.setup_path,
+            binding,
+            remote,
+        })
+    }
 }
 
 /// Why one attempt on a link ended.
 #[derive(Debug, thiserror::Error)]
 enum LinkError {
     #[error("dial: {0}")]
-    Dial(#[from] DialError),
+    Dial(String),
     #[error("the peer negotiated an unknown protocol {0:?}")]
     Protocol(String),
     #[error("moq-lite handshake: {0}")]
@@ -51,15 +96,19 @@ enum LinkError {
     Itself,
 }
 
-/// Start the cluster's links: one task per peer to dial, kept in step with the configured
-/// peers and the connect API's list. The returned task owns every link; aborting it closes
-/// them all.
+/// Whether `config` names any peer to dial (fixed, from the connect API or from DNS).
+pub(crate) fn dials_any(config: &ClusterConfig) -> bool {
+    !config.dials().is_empty() || config.connect_api.is_some() || !config.connect_dns.is_empty()
+}
+
+/// Start the cluster's links over the network: one task per peer to dial, kept in step with
+/// the configured peers and the connect API's list. The returned task owns every link;
+/// aborting it closes them all.
 pub(crate) fn start(
     config: &ClusterConfig,
     mesh: Arc<Mesh>,
 ) -> Result<Option<JoinHandle<()>>, crate::RelayError> {
-    let fixed = config.dials();
-    if fixed.is_empty() && config.connect_api.is_none() && config.connect_dns.is_empty() {
+    if !dials_any(config) {
         tracing::info!("no cluster peers configured; running standalone");
         return Ok(None);
     }
@@ -77,11 +126,20 @@ pub(crate) fn start(
         ),
         None => None,
     };
-    let dialer = Arc::new(Dialer::new(DialConfig {
+    let dialer = Dialer::new(DialConfig {
         quic,
         identity,
         ..DialConfig::new(&alpns, config.connect_tls.clone())
-    })?);
+    })?;
+    start_with(config, mesh, dialer).map(Some)
+}
+
+/// Start the cluster's links through `connector` (see [`start`]).
+pub(crate) fn start_with<C: Connector>(
+    config: &ClusterConfig,
+    mesh: Arc<Mesh>,
+    connector: C,
+) -> Result<JoinHandle<()>, crate::RelayError> {
     let api = match &config.connect_api {
         Some(source) => Some(
             ApiReader::new(source.clone(), config.node.clone())
@@ -91,13 +149,13 @@ pub(crate) fn start(
     };
     let links = Links {
         mesh,
-        dialer,
+        connector: Arc::new(connector),
         policy: config.redial,
         config: config.clone(),
-        fixed,
+        fixed: config.dials(),
         running: BTreeMap::new(),
     };
-    Ok(Some(tokio::spawn(links.run(api))))
+    Ok(tokio::spawn(links.run(api)))
 }
 
 /// A link task, aborted when dropped.
@@ -113,9 +171,9 @@ impl Drop for LinkTask {
 }
 
 /// The links this relay runs, by peer key.
-struct Links {
+struct Links<C> {
     mesh: Arc<Mesh>,
-    dialer: Arc<Dialer>,
+    connector: Arc<C>,
     policy: RedialPolicy,
     config: ClusterConfig,
     /// The configured peers (`--cluster-connect`): never released.
@@ -123,7 +181,7 @@ struct Links {
     running: BTreeMap<String, LinkTask>,
 }
 
-impl Links {
+impl<C: Connector> Links<C> {
     /// Keep the links in step with every source: the fixed peers, the connect API's list and
     /// the DNS names' answers, each read on its own schedule.
     async fn run(mut self, mut api: Option<ApiReader>) {
@@ -209,7 +267,7 @@ impl Links {
             tracing::info!(peer = %key, cost = ?peer.cost, "cluster peer");
             let task = tokio::spawn(link(
                 self.mesh.clone(),
-                self.dialer.clone(),
+                self.connector.clone(),
                 peer.clone(),
                 self.policy,
             ));
@@ -219,11 +277,16 @@ impl Links {
 }
 
 /// Hold a session to `peer` for as long as the task runs.
-async fn link(mesh: Arc<Mesh>, dialer: Arc<Dialer>, peer: PeerEntry, policy: RedialPolicy) {
+async fn link<C: Connector>(
+    mesh: Arc<Mesh>,
+    connector: Arc<C>,
+    peer: PeerEntry,
+    policy: RedialPolicy,
+) {
     let mut redial = Redial::new(policy);
     loop {
-        let started = Instant::now();
-        match attempt(&mesh, &dialer, &peer).await {
+        let started = tokio::time::Instant::now();
+        match attempt(&mesh, &*connector, &peer).await {
             Ok(reason) => {
                 tracing::info!(peer = %peer.key, %reason, "peer link closed; redialing")
             }
@@ -234,23 +297,23 @@ async fn link(mesh: Arc<Mesh>, dialer: Arc<Dialer>, peer: PeerEntry, policy: Red
             }
             Err(err) => tracing::info!(peer = %peer.key, %err, "peer link failed"),
         }
-        tokio::time::sleep(redial.after(started.elapsed(), rand::random())).await;
+        let draw = starling_model::entropy::below(1 << 53) as f64 / (1u64 << 53) as f64;
+        tokio::time::sleep(redial.after(started.elapsed(), draw)).await;
         mesh.metrics.redialed();
     }
 }
 
 /// One session on the link, from dial to close; returns why it closed.
-async fn attempt(
+async fn attempt<C: Connector>(
     mesh: &Mesh,
-    dialer: &Dialer,
+    connector: &C,
     peer: &PeerEntry,
 ) -> Result<starling_session::Error, LinkError> {
-    let dialed = dialer.dial(&peer.url).await?;
-    let (transport, remote) = match &dialed.transport {
-        AnyTransport::Quic(quic) => (quic.binding().into(), quic.remote_address()),
-        AnyTransport::Qmux(_) if peer.url.scheme() == "tcp" => (SessionTransport::Tcp, UNKNOWN),
-        AnyTransport::Qmux(_) => (SessionTransport::WebSocket, UNKNOWN),
-    };
+    let dialed = connector
+        .connect(&peer.url)
+        .await
+        .map_err(LinkError::Dial)?;
+    let (transport, remote) = (dialed.binding, dialed.remote);
     let mut config = SessionConfig::new(mesh.hop);
     config.publish = Some(mesh.origin.clone());
     config.consume = Some(mesh.origin.clone());
@@ -261,6 +324,7 @@ async fn attempt(
     config.limits = mesh.session_limits.clone();
     config.model_limits = mesh.model_limits;
     config.cache_budget = Some(mesh.metrics.cache_budget());
+    config.clock = mesh.clock;
     let setup = ClientSetup {
         path: dialed.setup_path,
         role: None,
@@ -295,7 +359,7 @@ async fn attempt(
         subscribe: true,
         server_name: peer.url.host_str().map(str::to_string),
         started: Instant::now(),
-        started_at: SystemTime::now(),
+        started_at: mesh.clock.wall(),
         peer: Some(peer.key.clone()),
         local: None,
         alpn: Some(version.alpn().to_string()),

@@ -19,7 +19,8 @@ use std::time::Duration;
 use starling_net::TlsVerify;
 
 pub use api::{parse_list, ApiError, ConnectApi, FILE_CHECK, POLL};
-pub(crate) use dial::{start, Mesh};
+pub(crate) use dial::{dials_any, start, start_with, Mesh};
+pub use dial::{Connected, Connector};
 pub use dns::{DnsPeers, RESOLVE_EVERY};
 pub use peer::{parse_peers, PeerEntry, PeerError, PeerObject, PeerSpec};
 pub use redial::{Redial, RedialPolicy};

@@ -84,6 +84,7 @@ impl AnnounceWire {
         announced: &Announced,
         opening: bool,
     ) -> Result<(), Error> {
+        tracing::trace!(hop = self.hop, %suffix, ?hops, cost = ?announced.route.cost, "announce start");
         if self.version.has_announce_id() {
             let start = Announcement::Start {
                 suffix: suffix.clone(),
@@ -116,6 +117,7 @@ impl AnnounceWire {
         hops: Hops,
         announced: &Announced,
     ) -> Result<(), Error> {
+        tracing::trace!(hop = self.hop, %suffix, ?hops, cost = ?announced.route.cost, "announce update");
         if self.version.has_announce_id() {
             let update = Announcement::Update {
                 id,
@@ -143,6 +145,7 @@ impl AnnounceWire {
         suffix: &Path,
         id: u64,
     ) -> Result<(), Error> {
+        tracing::trace!(hop = self.hop, %suffix, "announce end");
         if self.version.has_announce_id() {
             return self.typed(writer, &Announcement::End { id });
         }
