@@ -50,11 +50,12 @@ export STARLING_MOQ_CLI="$CACHE/moq-cli-0.14.10/bin/moq"
 group "cargo fmt" cargo fmt --all -- --check
 group "cargo clippy" cargo clippy --workspace --all-targets --locked -- -D warnings
 group "cargo test" cargo test --workspace --locked --no-fail-fast
-# The simulation finds a bug planted on purpose and replays its seed (crates/session/src/faults.rs;
-# the feature is off in every other build).
+# The simulations (session mesh, whole relays) find a bug planted on purpose and replay its seed
+# (crates/session/src/faults.rs; the feature is off in every other build).
 planted() {
-    cargo clippy -p starling-session --features faults --all-targets --locked -- -D warnings &&
-        cargo test -p starling-session --features faults --locked --test simulation planted
+    cargo clippy -p starling-session -p starling-relay --features faults --all-targets --locked -- -D warnings &&
+        cargo test -p starling-session --features faults --locked --test simulation planted &&
+        cargo test -p starling-relay --features faults --locked --test simulation planted
 }
 group "planted bug" planted
 

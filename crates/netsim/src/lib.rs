@@ -6,6 +6,13 @@
 //! Each client address gets its own socket towards the target, so replies find their way back.
 //! Every queue is bounded: at most [`MAX_CLIENTS`] clients and [`MAX_IN_FLIGHT`] delayed
 //! datagrams at once; beyond that datagrams are dropped, as a full router queue would.
+//!
+//! [`link`] does the same for in-memory sessions: a stream transport with delay and seeded
+//! loss, for simulations on a paused clock; [`trace`] records a run so a seed's replay can be
+//! compared line by line.
+
+pub mod link;
+pub mod trace;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

@@ -21,7 +21,6 @@
 //! With the `faults` feature, a planted bug is found and its seed replayed.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::future::Future;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -31,11 +30,11 @@ use starling_model::{
     fnv_key, BroadcastProducer, Frame, Limits, Origin, Route, RouteHandle, StartAt, TrackConsumer,
     TrackInfo, TrackProducer,
 };
+use starling_netsim::link::{laggy_pair, Laggy, Link};
+use starling_netsim::trace::{divergence, Trace};
 use starling_proto::ietf::Draft;
 use starling_proto::{Path, RouteCost, SessionCode, Version};
 use starling_session::{Accepting, ClientSetup, Session, SessionConfig};
-use starling_transport::mem::{pair, MemRecv, MemSend, MemTransport};
-use starling_transport::{RecvStream, Transport, TransportError};
 
 const TRACK: &str = "t";
 
@@ -45,116 +44,6 @@ type Table = BTreeMap<(usize, String), BTreeSet<(Vec<u64>, RouteCost)>>;
 const MAX_RELAYS: usize = 8;
 /// Long enough for every hold, redial-free handshake and delayed read to finish.
 const SETTLE: Duration = Duration::from_secs(5);
-
-// ------------------------------------------------------------- a link with delay and loss
-
-/// One link's delay and loss. Streams are reliable, so a lost packet is a chunk that arrives
-/// a retransmission timeout late, holding up the rest of its stream behind it (and only its
-/// stream). The draws come from the link's own seeded generator, in the order reads happen,
-/// which the single-threaded paused runtime fixes.
-struct Link {
-    delay: Duration,
-    /// Chance in a thousand that a chunk is lost once.
-    loss: u32,
-    rng: std::sync::Mutex<StdRng>,
-}
-
-impl Link {
-    /// How long a chunk takes: the delay, plus a retransmission timeout (three delays, at
-    /// least 20 ms) for each time it is lost.
-    fn transit(&self) -> Duration {
-        let mut rng = self.rng.lock().unwrap();
-        let mut transit = self.delay;
-        while rng.gen_range(0..1000) < self.loss && std::env::var("SIM_NOLOSS").is_err() {
-            transit += (self.delay * 3).max(Duration::from_millis(20));
-        }
-        transit
-    }
-}
-
-/// The in-memory transport over a [`Link`].
-#[derive(Clone)]
-struct Laggy {
-    inner: MemTransport,
-    link: std::sync::Arc<Link>,
-}
-
-struct LaggyRecv {
-    inner: MemRecv,
-    link: std::sync::Arc<Link>,
-    /// A chunk read from the pipe and the time it arrives. Held here, not in the read's
-    /// future, so a read cancelled while the chunk is in transit loses nothing (reads are
-    /// cancel-safe, as QUIC's are).
-    held: Option<(tokio::time::Instant, Result<Option<Bytes>, TransportError>)>,
-}
-
-impl RecvStream for LaggyRecv {
-    async fn read(&mut self, max: usize) -> Result<Option<Bytes>, TransportError> {
-        if self.held.is_none() {
-            let chunk = self.inner.read(max).await;
-            let arrives = tokio::time::Instant::now() + self.link.transit();
-            self.held = Some((arrives, chunk));
-        }
-        let arrives = self.held.as_ref().map(|(at, _)| *at).expect("held above");
-        tokio::time::sleep_until(arrives).await;
-        match self.held.take().expect("held above") {
-            (at, Ok(Some(mut chunk))) if chunk.len() > max => {
-                let first = chunk.split_to(max);
-                self.held = Some((at, Ok(Some(chunk))));
-                Ok(Some(first))
-            }
-            (_, chunk) => chunk,
-        }
-    }
-
-    fn stop(&mut self, code: u32) {
-        self.inner.stop(code)
-    }
-}
-
-impl Laggy {
-    fn recv(&self, inner: MemRecv) -> LaggyRecv {
-        LaggyRecv {
-            inner,
-            link: self.link.clone(),
-            held: None,
-        }
-    }
-}
-
-impl Transport for Laggy {
-    type Send = MemSend;
-    type Recv = LaggyRecv;
-
-    async fn open_bi(&self) -> Result<(MemSend, LaggyRecv), TransportError> {
-        let (send, recv) = self.inner.open_bi().await?;
-        Ok((send, self.recv(recv)))
-    }
-
-    async fn open_uni(&self) -> Result<MemSend, TransportError> {
-        self.inner.open_uni().await
-    }
-
-    // Accepting must stay cancel-safe (sessions select over both accepts), so the delay
-    // falls on the stream's reads, never on the accept.
-    async fn accept_bi(&self) -> Result<(MemSend, LaggyRecv), TransportError> {
-        let (send, recv) = self.inner.accept_bi().await?;
-        Ok((send, self.recv(recv)))
-    }
-
-    async fn accept_uni(&self) -> Result<LaggyRecv, TransportError> {
-        let recv = self.inner.accept_uni().await?;
-        Ok(self.recv(recv))
-    }
-
-    fn close(&self, code: u32, reason: &str) {
-        self.inner.close(code, reason)
-    }
-
-    fn closed(&self) -> impl Future<Output = TransportError> + Send {
-        self.inner.closed()
-    }
-}
 
 // --------------------------------------------------------------------------------- the mesh
 
@@ -182,22 +71,6 @@ struct Reader {
 impl Drop for Reader {
     fn drop(&mut self) {
         self.arrivals.abort();
-    }
-}
-
-/// What one run did, line by line: the events, each group's arrival at each reader in
-/// virtual time, and every session's counters at each check. Two runs of one seed must
-/// write the same trace.
-#[derive(Clone, Default)]
-struct Trace(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
-
-impl Trace {
-    fn push(&self, line: String) {
-        self.0.lock().unwrap().push(line);
-    }
-
-    fn lines(&self) -> Vec<String> {
-        self.0.lock().unwrap().clone()
     }
 }
 
@@ -365,20 +238,12 @@ impl Mesh {
         }
         // Each connection of the link draws its losses from its own seed.
         edge.seed = edge.seed.wrapping_add(1);
-        let link = std::sync::Arc::new(Link {
-            delay: edge.delay,
-            loss: edge.loss,
-            rng: std::sync::Mutex::new(StdRng::seed_from_u64(edge.seed)),
-        });
-        let (dial, accept) = pair();
-        let dial = Laggy {
-            inner: dial,
-            link: link.clone(),
+        let loss = if std::env::var("SIM_NOLOSS").is_ok() {
+            0
+        } else {
+            edge.loss
         };
-        let accept = Laggy {
-            inner: accept,
-            link,
-        };
+        let (dial, accept) = laggy_pair(Link::new(edge.delay, loss, edge.seed));
         let (a_config, b_config) = (peer_config(a, edge.cost), peer_config(b, edge.cost));
         let wire = edge.wire;
         let accepting = tokio::spawn(async move {
@@ -889,16 +754,6 @@ fn seeded_meshes_converge_loop_free_with_one_upstream_per_track() {
             panic!("seed {seed} failed (replay: SIM_SEED={seed}): {err}");
         }
     }
-}
-
-/// Where two runs' traces first differ.
-fn divergence(
-    first: &[String],
-    second: &[String],
-) -> Option<(usize, Option<String>, Option<String>)> {
-    (0..first.len().max(second.len()))
-        .find(|&i| first.get(i) != second.get(i))
-        .map(|i| (i, first.get(i).cloned(), second.get(i).cloned()))
 }
 
 /// A seed replays exactly: two runs of each write the same trace (every event, every group's

@@ -44,7 +44,11 @@ struct PipeState {
     reader_done: bool,
     /// The sender's current send order (tests inspect it from the receiving side).
     priority: i32,
-    closed: Option<TransportError>,
+    /// The side that writes (0 client, 1 server).
+    sender: usize,
+    /// Once the session closed: what each side (by index) sees, the closer
+    /// `ClosedLocally`, its peer the code it closed with, as QUIC's streams fail.
+    closed: Option<[TransportError; 2]>,
     readers: Wakers,
     writers: Wakers,
 }
@@ -53,10 +57,10 @@ struct PipeState {
 struct Pipe(Arc<Mutex<PipeState>>);
 
 impl Pipe {
-    fn close(&self, err: TransportError) {
+    fn close(&self, errs: &[TransportError; 2]) {
         let mut s = self.0.lock().unwrap();
         if s.closed.is_none() {
-            s.closed = Some(err);
+            s.closed = Some(errs.clone());
         }
         s.readers.wake();
         s.writers.wake();
@@ -130,8 +134,10 @@ impl MemTransport {
         }
     }
 
-    fn new_pipe(&self) -> Pipe {
+    /// A stream written by side `sender`.
+    fn new_pipe(&self, sender: usize) -> Pipe {
         let pipe = Pipe::default();
+        pipe.0.lock().unwrap().sender = sender;
         for side in &self.shared.sides {
             let mut side = side.lock().unwrap();
             side.pipes.push(Arc::downgrade(&pipe.0));
@@ -150,8 +156,8 @@ impl Transport for MemTransport {
 
     async fn open_bi(&self) -> Result<(MemSend, MemRecv), TransportError> {
         self.check_open()?;
-        let out = self.new_pipe();
-        let back = self.new_pipe();
+        let out = self.new_pipe(self.side);
+        let back = self.new_pipe(self.peer());
         let mut peer = self.shared.sides[self.peer()].lock().unwrap();
         peer.bi
             .push_back((MemSend(back.clone()), MemRecv(out.clone())));
@@ -161,7 +167,7 @@ impl Transport for MemTransport {
 
     async fn open_uni(&self) -> Result<MemSend, TransportError> {
         self.check_open()?;
-        let out = self.new_pipe();
+        let out = self.new_pipe(self.side);
         let mut peer = self.shared.sides[self.peer()].lock().unwrap();
         peer.uni.push_back(MemRecv(out.clone()));
         peer.accept_wakers.wake();
@@ -232,28 +238,23 @@ impl Transport for MemTransport {
     }
 
     fn close(&self, code: u32, reason: &str) {
-        let errs = [
-            (self.side, TransportError::ClosedLocally),
-            (
-                self.peer(),
-                TransportError::ClosedByPeer {
-                    code,
-                    reason: reason.to_string(),
-                },
-            ),
-        ];
+        let mut errs = [TransportError::ClosedLocally, TransportError::ClosedLocally];
+        errs[self.peer()] = TransportError::ClosedByPeer {
+            code,
+            reason: reason.to_string(),
+        };
         let mut pipes = Vec::new();
-        for (index, err) in errs {
+        for (index, err) in errs.iter().enumerate() {
             let mut side = self.shared.sides[index].lock().unwrap();
             if side.closed.is_none() {
-                side.closed = Some(err);
+                side.closed = Some(err.clone());
             }
             side.accept_wakers.wake();
             side.closed_wakers.wake();
             pipes.append(&mut side.pipes);
         }
         for pipe in pipes.iter().filter_map(Weak::upgrade) {
-            Pipe(pipe).close(TransportError::ClosedLocally);
+            Pipe(pipe).close(&errs);
         }
     }
 
@@ -281,8 +282,8 @@ impl SendStream for MemSend {
     async fn write_chunks(&mut self, chunks: &mut [Bytes]) -> Result<(), TransportError> {
         poll_fn(|cx| {
             let mut s = self.0 .0.lock().unwrap();
-            if let Some(err) = &s.closed {
-                return Poll::Ready(Err(err.clone()));
+            if let Some(errs) = &s.closed {
+                return Poll::Ready(Err(errs[s.sender].clone()));
             }
             if let Some(code) = s.stopped {
                 return Poll::Ready(Err(TransportError::Stopped(code)));
@@ -342,8 +343,8 @@ impl SendStream for MemSend {
             if s.reader_done {
                 return Poll::Ready(Ok(None));
             }
-            if let Some(err) = &s.closed {
-                return Poll::Ready(Err(err.clone()));
+            if let Some(errs) = &s.closed {
+                return Poll::Ready(Err(errs[s.sender].clone()));
             }
             s.writers.register(cx);
             Poll::Pending
@@ -395,8 +396,8 @@ impl RecvStream for MemRecv {
                 s.writers.wake();
                 return Poll::Ready(Ok(None));
             }
-            if let Some(err) = &s.closed {
-                return Poll::Ready(Err(err.clone()));
+            if let Some(errs) = &s.closed {
+                return Poll::Ready(Err(errs[1 - s.sender].clone()));
             }
             s.readers.register(cx);
             Poll::Pending
@@ -455,5 +456,32 @@ mod tests {
             got.extend_from_slice(&chunk);
         }
         assert_eq!(got, b"header+payload");
+    }
+
+    /// As on QUIC, a close fails the peer's streams with the closer's code, and the closer's
+    /// own with `ClosedLocally`.
+    #[tokio::test]
+    async fn a_close_reaches_the_peers_streams_with_its_code() {
+        let (client, server) = pair();
+        let (mut client_send, mut client_recv) = client.open_bi().await.unwrap();
+        let (mut server_send, mut server_recv) = server.accept_bi().await.unwrap();
+        server.close(7, "bye");
+        let by_peer = TransportError::ClosedByPeer {
+            code: 7,
+            reason: "bye".into(),
+        };
+        assert_eq!(client_recv.read(16).await, Err(by_peer.clone()));
+        assert_eq!(
+            client_send.write(Bytes::from_static(b"x")).await,
+            Err(by_peer)
+        );
+        assert_eq!(
+            server_recv.read(16).await,
+            Err(TransportError::ClosedLocally)
+        );
+        assert_eq!(
+            server_send.write(Bytes::from_static(b"x")).await,
+            Err(TransportError::ClosedLocally)
+        );
     }
 }
