@@ -38,6 +38,13 @@ impl Clock {
             None => SystemTime::now(),
         }
     }
+
+    /// Now, in milliseconds since the Unix epoch: the stamp of a frame that carries none.
+    pub fn wall_ms(&self) -> u64 {
+        self.wall()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64)
+    }
 }
 
 #[cfg(test)]

@@ -59,25 +59,23 @@ pub const WHOLE_FRAME_BYTES: usize = 16 * 1024;
 pub(crate) struct FrameReader {
     timestamp: u64,
     max_frame: u64,
-    /// Before lite-05 frames carry no timestamp: each is stamped on arrival, in milliseconds
-    /// (the timescale such tracks get), as moq-net stamps them.
-    stamped_on_arrival: bool,
-}
-
-/// Now, in milliseconds since the Unix epoch.
-pub(crate) fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
+    /// Before lite-05 frames carry no timestamp: each is stamped on arrival by this clock, in
+    /// milliseconds (the timescale such tracks get), as moq-net stamps them.
+    stamped_on_arrival: Option<crate::Clock>,
 }
 
 impl FrameReader {
-    /// A reader of `version`'s frames refusing any over `max_frame` bytes.
-    pub(crate) fn new(max_frame: u64, version: starling_proto::Version) -> Self {
+    /// A reader of `version`'s frames refusing any over `max_frame` bytes, stamping those
+    /// that carry no timestamp by `clock`.
+    pub(crate) fn new(
+        max_frame: u64,
+        version: starling_proto::Version,
+        clock: crate::Clock,
+    ) -> Self {
         FrameReader {
             timestamp: 0,
             max_frame,
-            stamped_on_arrival: !version.has_frame_timestamps(),
+            stamped_on_arrival: (!version.has_frame_timestamps()).then_some(clock),
         }
     }
 
@@ -91,8 +89,8 @@ impl FrameReader {
         let Some(header) = reader.frame_header(self.max_frame).await? else {
             return Ok(None);
         };
-        self.timestamp = if self.stamped_on_arrival {
-            now_ms()
+        self.timestamp = if let Some(clock) = &self.stamped_on_arrival {
+            clock.wall_ms()
         } else {
             self.timestamp
                 .checked_add_signed(header.timestamp_delta)

@@ -174,7 +174,7 @@ impl Authority {
         let mode = match &config.url {
             Some(_) if local_rules => return Err(AuthConfigError::UrlWithLocalRules),
             Some(url) => {
-                let server = AuthServer::new(url.clone())?;
+                let server = AuthServer::new(url.clone())?.with_clock(config.clock);
                 let counters = server.counters().clone();
                 let reporter = server.end_reporter();
                 Mode::Decided {

@@ -63,6 +63,8 @@ pub(crate) struct AuthServer {
     http: reqwest::Client,
     url: Url,
     counters: Arc<ServerCounters>,
+    /// Where grant lifetimes are read against.
+    clock: starling_session::Clock,
 }
 
 impl AuthServer {
@@ -91,7 +93,14 @@ impl AuthServer {
             http,
             url,
             counters: Arc::default(),
+            clock: starling_session::Clock::system(),
         })
+    }
+
+    /// Read grant lifetimes against `clock` (a simulation's).
+    pub fn with_clock(mut self, clock: starling_session::Clock) -> Self {
+        self.clock = clock;
+        self
     }
 
     pub fn counters(&self) -> &Arc<ServerCounters> {
@@ -170,8 +179,8 @@ impl EndReporter {
 }
 
 /// The decision a grant makes for a session that dialed `path`.
-fn decision(path: &str, grant: ServerGrant) -> Result<Decision, Refusal> {
-    grant.validate(SystemTime::now()).map_err(|err| match err {
+fn decision(path: &str, grant: ServerGrant, now: SystemTime) -> Result<Decision, Refusal> {
+    grant.validate(now).map_err(|err| match err {
         // A grant that names nothing is a refusal, not a malformed answer.
         starling_auth::contract::GrantError::Useless => Refusal::Server,
         other => Refusal::InvalidGrant(other),
@@ -207,7 +216,7 @@ impl Decide for AuthServer {
             let decided = server
                 .post(&request)
                 .await
-                .and_then(|grant| decision(&path, grant));
+                .and_then(|grant| decision(&path, grant, server.clock.wall()));
             match &decided {
                 Err(err) if err.is_outage() => {
                     server.counters.unavailable.fetch_add(1, Ordering::Relaxed);
@@ -253,13 +262,19 @@ mod tests {
     #[test]
     fn a_grant_is_relative_to_its_root_or_the_dialed_path() {
         let grant: ServerGrant = serde_json::from_str(r#"{"subscribe":["**"]}"#).unwrap();
-        let decided = decision("/room/a/", grant).unwrap();
+        let decided = decision("/room/a/", grant, SystemTime::now()).unwrap();
         assert_eq!(decided.permissions.root, "room/a");
         let grant: ServerGrant =
             serde_json::from_str(r#"{"publish":["cam"],"root":"/pid/7"}"#).unwrap();
-        assert_eq!(decision("/slug", grant).unwrap().permissions.root, "pid/7");
+        assert_eq!(
+            decision("/slug", grant, SystemTime::now())
+                .unwrap()
+                .permissions
+                .root,
+            "pid/7"
+        );
         assert!(matches!(
-            decision("/room", ServerGrant::default()),
+            decision("/room", ServerGrant::default(), SystemTime::now()),
             Err(Refusal::Server)
         ));
     }

@@ -29,7 +29,7 @@ use super::data::{Object, ObjectIds};
 use super::request::Request;
 use super::{refuse, wire_stream_code};
 use crate::error::Error;
-use crate::frames::{now_ms, read_payload};
+use crate::frames::read_payload;
 use crate::pulls::{front_gone_grace, unused, Pulled, Puller, Unregister};
 use crate::reader::Reader;
 use crate::shared::{Shared, Upstream};
@@ -627,14 +627,18 @@ pub(crate) async fn subgroup<T: Transport>(
             if object.length == 0 {
                 match object.status {
                     status::NORMAL => group.write_frame(Frame {
-                        timestamp: object.timestamp.unwrap_or_else(|| arrival(timescale)),
+                        timestamp: object
+                            .timestamp
+                            .unwrap_or_else(|| arrival(timescale, &shared.config.clock)),
                         payload: Bytes::new(),
                     })?,
                     status::END_OF_GROUP | status::END_OF_TRACK => return Ok(()),
                     _ => return Err(Error::Stream(StreamCode::Internal)),
                 }
             } else {
-                let timestamp = object.timestamp.unwrap_or_else(|| arrival(timescale));
+                let timestamp = object
+                    .timestamp
+                    .unwrap_or_else(|| arrival(timescale, &shared.config.clock));
                 read_payload(reader, &mut group, timestamp, object.length).await?;
                 shared
                     .stats
@@ -669,9 +673,9 @@ pub(crate) async fn subgroup<T: Transport>(
     }
 }
 
-/// Now, in `timescale` units: the stamp of an object that carries no timestamp.
-fn arrival(timescale: u64) -> u64 {
-    let ms = now_ms();
+/// Now by `clock`, in `timescale` units: the stamp of an object that carries no timestamp.
+fn arrival(timescale: u64, clock: &crate::Clock) -> u64 {
+    let ms = clock.wall_ms();
     if timescale == 1000 {
         ms
     } else {
@@ -705,7 +709,7 @@ pub(crate) fn datagram<T: Transport>(shared: &Arc<Shared<T>>, payload: Bytes) ->
     let timestamp = datagram
         .properties
         .and_then(|p| p.timestamp)
-        .unwrap_or_else(|| arrival(timescale));
+        .unwrap_or_else(|| arrival(timescale, &shared.config.clock));
     if group.write_frame(Frame { timestamp, payload }).is_ok() {
         group.finish();
         shared.stats.datagram_received(size);

@@ -51,6 +51,7 @@ async fn run<T: Transport>(
     let mut frames = FrameReader::new(
         shared.config.model_limits.max_frame_bytes as u64,
         shared.version,
+        shared.config.clock,
     );
     while frames.read_into(&mut reader, group).await?.is_some() {}
     // The response is complete; the peer may already have stopped our side.

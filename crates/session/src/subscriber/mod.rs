@@ -378,6 +378,7 @@ pub(crate) async fn group<T: Transport>(shared: &Arc<Shared<T>>, reader: &mut Re
     let mut frames = FrameReader::new(
         shared.config.model_limits.max_frame_bytes as u64,
         shared.version,
+        shared.config.clock,
     );
     let result: Result<(), Error> = async {
         while let Some(size) = frames.read_into(reader, &mut group).await? {
