@@ -6,6 +6,7 @@
 //! announcements into routes in the origin we consume and pulls tracks on demand. The same code
 //! serves a relay (both halves on one shared origin) and a client (one half each).
 
+mod announcing;
 mod budget;
 mod clock;
 mod config;

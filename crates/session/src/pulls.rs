@@ -1,14 +1,17 @@
 //! What pulling a track from the peer takes whatever the wire: the loop that answers a
-//! broadcast's track requests with one pull each, how a pull ends, and the helpers both
-//! families' pulls share (the linger before unsubscribing, the grace after the publisher
-//! unannounced, the registration of an upstream subscription). Each family's pull is a
-//! [`Puller`]: lite's in `subscriber`, the IETF drafts' in `ietf`.
+//! broadcast's track requests with one pull each, the engine that runs an open upstream
+//! subscription to its end ([`follow`]), how a pull ends, and the helpers both families' pulls
+//! share (the linger before unsubscribing, the grace after the publisher unannounced, the
+//! registration of an upstream subscription). Each family opens its subscription its own way
+//! (a [`Puller`]) and hands the engine a [`PullWire`]: lite's in `subscriber`, the IETF
+//! drafts' in `ietf`.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use starling_model::{BroadcastProducer, TrackRequest};
+use starling_model::{BroadcastProducer, Demand, TrackProducer, TrackRequest};
 use starling_proto::{Path, StreamCode};
 use starling_transport::Transport;
 
@@ -24,6 +27,82 @@ pub(crate) trait Puller<T: Transport>: Copy + Send + Sync + 'static {
         wire: &'a Path,
         request: &'a TrackRequest,
     ) -> impl Future<Output = Result<Pulled, Error>> + Send + 'a;
+}
+
+/// An open upstream subscription as the engine sees it, whatever the wire.
+pub(crate) trait PullWire: Send {
+    /// The publisher's next word: `None` to go on, or how the subscription ends. Must be
+    /// cancel-safe (the engine selects over it).
+    fn next(&mut self) -> impl Future<Output = Result<Option<PullEnd>, Error>> + Send;
+    /// The readers' demand changed.
+    fn update(&mut self, demand: Demand) -> impl Future<Output = Result<(), Error>> + Send;
+    /// The owed groups arrived or their grace ran out after the publisher ended.
+    fn ended(&mut self);
+    /// We end the subscription (no reader left, or the track ended here).
+    fn unsubscribe(self) -> impl Future<Output = Result<(), Error>> + Send;
+}
+
+/// How the publisher ended a subscription: group streams it opened before its end may
+/// still be on their way (QUIC does not order streams), so the pull waits for what it owes,
+/// within a grace, before it answers.
+pub(crate) struct PullEnd {
+    /// Resolves once every owed group stream arrived.
+    pub owed: Pin<Box<dyn Future<Output = ()> + Send>>,
+    pub grace: Duration,
+    /// The answer once everything owed arrived (or the last reader left meanwhile).
+    pub settled: Result<Pulled, Error>,
+    /// The answer when the grace ran out first.
+    pub unsettled: Result<Pulled, Error>,
+}
+
+/// Run an open upstream subscription until the publisher ends it, no reader is left within
+/// the linger (`unused`), the track ends here, or its front stays gone past the grace.
+/// Readers' demand goes upstream as it changes, starting from `demand`.
+pub(crate) async fn follow<W: PullWire>(
+    mut wire: W,
+    track: &TrackProducer,
+    mut demand: Demand,
+    mut unused: Pin<&mut impl Future<Output = ()>>,
+) -> Result<Pulled, Error> {
+    let mut front_gone = std::pin::pin!(front_gone_grace(track));
+    loop {
+        tokio::select! {
+            biased;
+            said = wire.next() => {
+                let Some(end) = said? else { continue };
+                let settled = tokio::select! {
+                    biased;
+                    _ = end.owed => true,
+                    _ = tokio::time::sleep(end.grace) => false,
+                    _ = &mut unused => true,
+                };
+                wire.ended();
+                if !settled {
+                    tracing::debug!(track = track.name(), "owed group streams never arrived");
+                }
+                return if settled { end.settled } else { end.unsettled };
+            }
+            now = track.demand_changed(Some(demand)) => {
+                demand = now;
+                wire.update(demand).await?;
+            }
+            _ = &mut unused => {
+                wire.unsubscribe().await?;
+                return Ok(Pulled::Unused);
+            }
+            _ = track.closed() => {
+                // Ended here (its front closed with the last route).
+                wire.unsubscribe().await?;
+                return Ok(Pulled::Unused);
+            }
+            _ = &mut front_gone => {
+                // The track did not end within the grace: it ends here, as a front's
+                // tracks do with its last route.
+                wire.unsubscribe().await?;
+                return Err(Error::Stream(StreamCode::Internal));
+            }
+        }
+    }
 }
 
 /// Answer the track requests of one broadcast the peer serves (`wire` is relative to the root).
@@ -95,6 +174,7 @@ pub(crate) fn source_lost(err: &Error) -> bool {
 }
 
 /// How a pull ended without error.
+#[derive(Clone, Copy, Debug)]
 pub(crate) enum Pulled {
     /// The publisher ended the track.
     Finished,

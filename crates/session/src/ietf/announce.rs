@@ -8,6 +8,7 @@
 
 use starling_model::entropy::Map;
 use std::sync::Arc;
+use std::time::Duration;
 
 use starling_model::Announced;
 use starling_proto::ietf::namespace::{
@@ -23,8 +24,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::request::Request;
+use crate::announcing::{Teller, View};
 use crate::error::Error;
-use crate::publisher::View;
 use crate::shared::Shared;
 use crate::violation::Violation;
 
@@ -208,60 +209,76 @@ impl Told {
     }
 }
 
-/// Follow `view`: what is announced now, then every change; in Inline mode until the
-/// request ends, else until the session does.
+/// Follow `view` through the announcing engine: what is announced now, then every change;
+/// in Inline mode until the request ends, else until the session does.
 async fn follow<T: Transport>(
     shared: &Arc<Shared<T>>,
     view: &View,
-    mut mode: Mode<'_, T>,
+    mode: Mode<'_, T>,
 ) -> Result<(), Error> {
-    let exclude = shared.exclude_hop();
-    let interest = view.origin.interest(view.prefix.clone())?;
-    let mut told = Told {
-        live: Map::default(),
+    let mut teller = IetfTeller {
+        shared,
+        view,
+        mode,
+        told: Told {
+            live: Map::default(),
+        },
     };
-    let result = async {
-        for announced in view
-            .origin
-            .announced_forwardable(&view.prefix, exclude, view.max_hops)
-        {
-            if view.visible(&announced.path) {
-                told.start(shared, view, &mut mode, &announced).await?;
-            }
+    // The drafts re-price at once: no hold.
+    crate::announcing::tell(&mut teller, view, shared.exclude_hop(), Duration::ZERO).await
+}
+
+/// An IETF peer's interest as the announcing engine drives it.
+struct IetfTeller<'a, 'r, T: Transport> {
+    shared: &'a Arc<Shared<T>>,
+    view: &'a View,
+    mode: Mode<'r, T>,
+    told: Told,
+}
+
+impl<T: Transport> Teller for IetfTeller<'_, '_, T> {
+    async fn open(&mut self, live: Vec<Announced>) -> Result<(), Error> {
+        for announced in live {
+            self.start(&announced).await?;
         }
-        let mut changed = Vec::new();
-        loop {
-            let ended_with = match &mut mode {
-                Mode::Inline(request) => tokio::select! {
-                    biased;
-                    result = ended(request) => Some(result),
-                    _ = interest.changed(&mut changed) => None,
-                },
-                Mode::Requests => {
-                    interest.changed(&mut changed).await;
-                    None
-                }
-            };
-            if let Some(result) = ended_with {
-                return result;
-            }
-            for path in changed.drain(..) {
-                if !view.visible(&path) {
-                    continue;
-                }
-                match view.origin.forwardable(&path, exclude, view.max_hops) {
-                    Some(now) if !told.live.contains_key(&path) => {
-                        told.start(shared, view, &mut mode, &now).await?;
-                    }
-                    Some(now) => told.update(shared, view, &mut mode, &now).await?,
-                    None => told.end(view, &mut mode, &path).await?,
-                }
-            }
+        Ok(())
+    }
+
+    fn told(&self, path: &Path) -> bool {
+        self.told.live.contains_key(path)
+    }
+
+    async fn start(&mut self, now: &Announced) -> Result<(), Error> {
+        self.told
+            .start(self.shared, self.view, &mut self.mode, now)
+            .await
+    }
+
+    async fn update(&mut self, now: &Announced) -> Result<(), Error> {
+        self.told
+            .update(self.shared, self.view, &mut self.mode, now)
+            .await
+    }
+
+    async fn end(&mut self, path: &Path) -> Result<(), Error> {
+        self.told.end(self.view, &mut self.mode, path).await
+    }
+
+    async fn flush(&mut self) -> Result<(), Error> {
+        Ok(())
+    }
+
+    async fn stopped(&mut self) -> Result<(), Error> {
+        match &mut self.mode {
+            Mode::Inline(request) => ended(request).await,
+            // Unasked advertisements go on until the session ends.
+            Mode::Requests => std::future::pending().await,
         }
     }
-    .await;
-    told.end_all();
-    result
+
+    fn close(&mut self) {
+        self.told.end_all();
+    }
 }
 
 /// Resolves once the SUBSCRIBE_NAMESPACE request ends: UNSUBSCRIBE_NAMESPACE or its close

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use starling_model::{BroadcastProducer, Frame, Route, RouteHandle, TrackRequest};
+use starling_model::{BroadcastProducer, Demand, Frame, Route, RouteHandle, TrackRequest};
 use starling_proto::ietf::datagram::{DatagramBody, ObjectDatagram};
 use starling_proto::ietf::namespace::{ClusterParams, PublishNamespace, SubscribeNamespace};
 use starling_proto::ietf::reply::{RefusalCode, Refused, RequestOk};
@@ -30,7 +30,7 @@ use super::request::Request;
 use super::{refuse, wire_stream_code};
 use crate::error::Error;
 use crate::frames::read_payload;
-use crate::pulls::{front_gone_grace, unused, Pulled, Puller, Unregister};
+use crate::pulls::{unused, PullEnd, PullWire, Pulled, Puller, Unregister};
 use crate::reader::Reader;
 use crate::shared::{Shared, Upstream};
 use crate::violation::Violation;
@@ -463,49 +463,70 @@ async fn pull<T: Transport>(
         shared: shared.clone(),
         id: alias,
     };
-    let mut front_gone = std::pin::pin!(front_gone_grace(track));
-    loop {
-        tokio::select! {
-            biased;
-            msg = upstream.reply() => match msg? {
-                Some(Control::PublishDone(done)) => {
-                    // Streams may trail the PUBLISH_DONE: wait for those it counts.
-                    tokio::select! {
-                        biased;
-                        _ = arrived.streams.reached(done.stream_count) => {}
-                        _ = tokio::time::sleep(OWED_GRACE) => {}
-                        _ = &mut unused => {}
-                    }
-                    upstream.finish();
-                    return match done.status {
-                        0x2 | 0x3 => Ok(Pulled::Finished),
-                        0x1 => Err(Error::Stream(StreamCode::Unroutable)),
-                        _ => Err(Error::Stream(StreamCode::Internal)),
-                    };
-                }
-                Some(Control::RequestOk { .. }) => {}
-                // The subscription closed without PUBLISH_DONE.
-                None => return Err(Error::Stream(StreamCode::Internal)),
-                Some(_) => return Err(Error::ProtocolViolation(Violation::UnexpectedMessageOnSubscribe)),
-            },
-            _ = &mut unused => break,
-            _ = track.closed() => break,
-            // The track did not end within the grace: it ends here, as a front's tracks do
-            // with its last route.
-            _ = &mut front_gone => {
-                track.abort(StreamCode::Internal);
-                break;
+    let demand = track.demand().unwrap_or_default();
+    let subscription = IetfWire {
+        upstream,
+        arrived,
+        id,
+        draft,
+    };
+    crate::pulls::follow(subscription, track, demand, unused.as_mut()).await
+}
+
+/// An IETF subscription's request stream as the pull engine drives it.
+struct IetfWire<T: Transport> {
+    upstream: Request<T>,
+    arrived: Arc<Upstream>,
+    id: u64,
+    draft: starling_proto::ietf::Draft,
+}
+
+impl<T: Transport> PullWire for IetfWire<T> {
+    async fn next(&mut self) -> Result<Option<PullEnd>, Error> {
+        match self.upstream.reply().await? {
+            Some(Control::PublishDone(done)) => {
+                // Streams may trail the PUBLISH_DONE: wait for those it counts.
+                let answer = match done.status {
+                    0x2 | 0x3 => Ok(Pulled::Finished),
+                    0x1 => Err(Error::Stream(StreamCode::Unroutable)),
+                    _ => Err(Error::Stream(StreamCode::Internal)),
+                };
+                let arrived = self.arrived.clone();
+                Ok(Some(PullEnd {
+                    owed: Box::pin(async move { arrived.streams.reached(done.stream_count).await }),
+                    grace: OWED_GRACE,
+                    settled: answer.clone(),
+                    unsettled: answer,
+                }))
             }
+            Some(Control::RequestOk { .. }) => Ok(None),
+            // The subscription closed without PUBLISH_DONE.
+            None => Err(Error::Stream(StreamCode::Internal)),
+            Some(_) => Err(Error::ProtocolViolation(
+                Violation::UnexpectedMessageOnSubscribe,
+            )),
         }
     }
-    // Unsubscribe: UNSUBSCRIBE on 14-16, STOP_SENDING CANCELLED and our FIN from 17.
-    if draft.has_control_stream() {
-        let _ = upstream.send(&Control::Unsubscribe(id)).await;
-        upstream.finish();
-    } else {
-        upstream.cancel(StreamCode::Cancelled.to_code());
+
+    // The drafts' subscription keeps what it first asked for.
+    async fn update(&mut self, _demand: Demand) -> Result<(), Error> {
+        Ok(())
     }
-    Ok(Pulled::Unused)
+
+    fn ended(&mut self) {
+        self.upstream.finish();
+    }
+
+    /// UNSUBSCRIBE on 14-16, STOP_SENDING CANCELLED and our FIN from 17.
+    async fn unsubscribe(mut self) -> Result<(), Error> {
+        if self.draft.has_control_stream() {
+            let _ = self.upstream.send(&Control::Unsubscribe(self.id)).await;
+            self.upstream.finish();
+        } else {
+            self.upstream.cancel(StreamCode::Cancelled.to_code());
+        }
+        Ok(())
+    }
 }
 
 /// The subscription an alias names, waiting a little for its SUBSCRIBE_OK (a data stream can

@@ -1,25 +1,20 @@
-//! Serving a peer's announce interest: the live routes under its prefix, then each change, in
-//! its version's form (`announce_wire`; docs/wire.md §4.2–4.4).
+//! Serving a peer's lite announce interest: its request, then the announcing engine
+//! (`announcing.rs`) telling it the live routes under its prefix and each change on the
+//! announce stream, in its version's form (`announce_wire`; docs/wire.md §4.2–4.4).
 
 use starling_model::entropy::Map;
 use std::sync::Arc;
 
-use starling_model::{Announced, Origin};
+use starling_model::Announced;
 use starling_proto::{AnnounceRequest, Path, RouteCost};
 use starling_transport::Transport;
 
 use super::announce_wire::AnnounceWire;
+use crate::announcing::{has_hidden, Teller, View};
 use crate::error::Error;
 use crate::reader::Reader;
 use crate::shared::Shared;
 use crate::writer::Writer;
-
-/// What we last told the peer about one path.
-struct Sent {
-    id: u64,
-    hops: Arc<[u64]>,
-    cost: RouteCost,
-}
 
 pub(crate) async fn announce<T: Transport>(
     shared: &Arc<Shared<T>>,
@@ -64,171 +59,130 @@ pub(crate) async fn announce<T: Transport>(
         show_hidden: shared.config.cluster_peer || request.hidden || has_hidden(&request.prefix),
         max_hops: shared.config.max_hops,
     };
+    let mut teller = LiteTeller::<T> {
+        reader,
+        writer,
+        wire: AnnounceWire::new(shared.version, shared.config.hop),
+        view: &view,
+        sent: Map::default(),
+        next_id: 0,
+    };
+    crate::announcing::tell(&mut teller, &view, exclude, limits.announce_update_hold).await
+}
 
-    let interest = view.origin.interest(view.prefix.clone())?;
-    let initial: Vec<Announced> = view
-        .origin
-        .announced_forwardable(&view.prefix, exclude, view.max_hops)
-        .into_iter()
-        .filter(|a| view.visible(&a.path))
-        .collect();
+/// What we last told the peer about one path.
+struct Sent {
+    id: u64,
+    hops: Arc<[u64]>,
+    cost: RouteCost,
+}
 
-    let mut sent: Map<Path, Sent> = Map::default();
-    let mut next_id = 0u64;
-    let mut wire = AnnounceWire::new(shared.version, shared.config.hop);
-    let initial: Vec<_> = initial
-        .into_iter()
-        .filter_map(|a| wire.chain(&a).map(|hops| (view.suffix(&a.path), hops, a)))
-        .collect();
-    let suffixes: Vec<Path> = initial
-        .iter()
-        .map(|(suffix, _, _)| suffix.clone())
-        .collect();
-    wire.open(writer, &suffixes)?;
-    for (suffix, hops, announced) in initial {
-        wire.start(writer, &suffix, hops, &announced, true)?;
-        sent.insert(
+/// One announce stream we serve, as the announcing engine drives it.
+struct LiteTeller<'a, T: Transport> {
+    reader: &'a mut Reader<T::Recv>,
+    writer: &'a mut Writer<T::Send>,
+    wire: AnnounceWire,
+    view: &'a View,
+    /// By absolute path.
+    sent: Map<Path, Sent>,
+    next_id: u64,
+}
+
+impl<T: Transport> LiteTeller<'_, T> {
+    fn started(&mut self, announced: &Announced) {
+        self.sent.insert(
             announced.path.clone(),
             Sent {
-                id: next_id,
+                id: self.next_id,
                 hops: announced.route.hops.clone(),
                 cost: announced.route.cost,
             },
         );
-        next_id += 1;
+        self.next_id += 1;
     }
-    writer.flush().await?;
+}
 
-    // A change of a path's best route goes out as one UPDATE once the path has been quiet
-    // for the hold (a burst of changes is one UPDATE); a new path or a withdrawn one goes out
-    // at once.
-    let hold = limits.announce_update_hold;
-    let mut held: Map<Path, tokio::time::Instant> = Map::default();
-    let mut changed = Vec::new();
-    loop {
-        let due = held.values().min().copied();
-        tokio::select! {
-            biased;
-            done = reader.finished() => {
-                // The peer FIN'd (stop listening) or sent bytes after its request.
-                return done;
-            }
-            _ = interest.changed(&mut changed) => {
-                for path in changed.drain(..) {
-                    if !view.visible(&path) {
-                        continue;
-                    }
-                    let current = view.origin.forwardable(&path, exclude, view.max_hops);
-                    let suffix = view.suffix(&path);
-                    match (current, sent.get(&path)) {
-                        (None, None) => {}
-                        (None, Some(old)) => {
-                            wire.end(writer, &suffix, old.id)?;
-                            sent.remove(&path);
-                            held.remove(&path);
-                        }
-                        (Some(now), None) => {
-                            if let Some(hops) = wire.chain(&now) {
-                                wire.start(writer, &suffix, hops, &now, false)?;
-                                sent.insert(path, Sent { id: next_id, hops: now.route.hops, cost: now.route.cost });
-                                next_id += 1;
-                            }
-                        }
-                        (Some(_), Some(_)) if hold.is_zero() => {
-                            update(writer, &mut wire, &view, &mut sent, &path, exclude)?;
-                        }
-                        (Some(_), Some(_)) => {
-                            held.entry(path).or_insert_with(|| tokio::time::Instant::now() + hold);
-                        }
-                    }
-                }
-                writer.flush().await?;
-            }
-            _ = async { tokio::time::sleep_until(due.expect("guarded")).await }, if due.is_some() => {
-                let now = tokio::time::Instant::now();
-                let ready: Vec<Path> = held
-                    .iter()
-                    .filter(|(_, at)| **at <= now)
-                    .map(|(path, _)| path.clone())
-                    .collect();
-                for path in ready {
-                    held.remove(&path);
-                    update(writer, &mut wire, &view, &mut sent, &path, exclude)?;
-                }
-                writer.flush().await?;
-            }
+impl<T: Transport> Teller for LiteTeller<'_, T> {
+    async fn open(&mut self, live: Vec<Announced>) -> Result<(), Error> {
+        let live: Vec<_> = live
+            .into_iter()
+            .filter_map(|a| {
+                self.wire
+                    .chain(&a)
+                    .map(|hops| (self.view.suffix(&a.path), hops, a))
+            })
+            .collect();
+        let suffixes: Vec<Path> = live.iter().map(|(suffix, _, _)| suffix.clone()).collect();
+        self.wire.open(self.writer, &suffixes)?;
+        for (suffix, hops, announced) in live {
+            self.wire
+                .start(self.writer, &suffix, hops, &announced, true)?;
+            self.started(&announced);
         }
-    }
-}
-
-/// Tell the peer `path`'s best route now, as an UPDATE on its id, unless it is what the peer
-/// already has (or the path is gone, which its END already said). A route that can no longer
-/// be sent to this peer (before 05: now a reflection, or no room for our hop) is ended.
-fn update<S: starling_transport::SendStream>(
-    writer: &mut Writer<S>,
-    wire: &mut AnnounceWire,
-    view: &View,
-    sent: &mut Map<Path, Sent>,
-    path: &Path,
-    exclude: Option<u64>,
-) -> Result<(), Error> {
-    let (Some(now), Some(old)) = (
-        view.origin.forwardable(path, exclude, view.max_hops),
-        sent.get(path),
-    ) else {
-        return Ok(());
-    };
-    if old.hops == now.route.hops && old.cost == now.route.cost {
-        return Ok(());
-    }
-    let id = old.id;
-    let suffix = view.suffix(path);
-    let Some(hops) = wire.chain(&now) else {
-        wire.end(writer, &suffix, id)?;
-        sent.remove(path);
-        return Ok(());
-    };
-    if !wire.tells_updates() {
-        return Ok(());
-    }
-    wire.update(writer, &suffix, id, hops, &now)?;
-    sent.insert(
-        path.clone(),
-        Sent {
-            id,
-            hops: now.route.hops,
-            cost: now.route.cost,
-        },
-    );
-    Ok(())
-}
-
-pub(crate) struct View {
-    pub origin: Origin,
-    pub prefix: Path,
-    pub root: Path,
-    pub access: Option<std::sync::Arc<dyn crate::config::Access>>,
-    pub show_hidden: bool,
-    /// Routes of this many hops or more are not offered: the receiver's append would not fit
-    /// (cluster statement 7).
-    pub max_hops: usize,
-}
-
-impl View {
-    pub fn suffix(&self, path: &Path) -> Path {
-        path.strip_prefix(&self.prefix).unwrap_or_else(Path::empty)
+        Ok(())
     }
 
-    /// Hidden (dot-segment) paths below the requested prefix are not announced (docs/wire.md §4.2).
-    pub fn visible(&self, path: &Path) -> bool {
-        let permitted = self.access.as_ref().is_none_or(|access| {
-            path.strip_prefix(&self.root)
-                .is_some_and(|wire| access.can_subscribe(&wire))
-        });
-        permitted && (self.show_hidden || !has_hidden(&self.suffix(path)))
+    fn told(&self, path: &Path) -> bool {
+        self.sent.contains_key(path)
     }
-}
 
-pub(crate) fn has_hidden(path: &Path) -> bool {
-    path.segments().any(|s| s.starts_with('.'))
+    async fn start(&mut self, now: &Announced) -> Result<(), Error> {
+        if let Some(hops) = self.wire.chain(now) {
+            let suffix = self.view.suffix(&now.path);
+            self.wire.start(self.writer, &suffix, hops, now, false)?;
+            self.started(now);
+        }
+        Ok(())
+    }
+
+    /// Tell the peer the path's best route now, as an UPDATE on its id, unless it is what the
+    /// peer already has. A route that can no longer be sent to this peer (before 05: now a
+    /// reflection, or no room for our hop) is ended.
+    async fn update(&mut self, now: &Announced) -> Result<(), Error> {
+        let Some(old) = self.sent.get(&now.path) else {
+            return Ok(());
+        };
+        if old.hops == now.route.hops && old.cost == now.route.cost {
+            return Ok(());
+        }
+        let id = old.id;
+        let suffix = self.view.suffix(&now.path);
+        let Some(hops) = self.wire.chain(now) else {
+            self.wire.end(self.writer, &suffix, id)?;
+            self.sent.remove(&now.path);
+            return Ok(());
+        };
+        if !self.wire.tells_updates() {
+            return Ok(());
+        }
+        self.wire.update(self.writer, &suffix, id, hops, now)?;
+        self.sent.insert(
+            now.path.clone(),
+            Sent {
+                id,
+                hops: now.route.hops.clone(),
+                cost: now.route.cost,
+            },
+        );
+        Ok(())
+    }
+
+    async fn end(&mut self, path: &Path) -> Result<(), Error> {
+        if let Some(old) = self.sent.remove(path) {
+            self.wire
+                .end(self.writer, &self.view.suffix(path), old.id)?;
+        }
+        Ok(())
+    }
+
+    async fn flush(&mut self) -> Result<(), Error> {
+        self.writer.flush().await
+    }
+
+    /// The peer FIN'd (stop listening) or sent bytes after its request.
+    async fn stopped(&mut self) -> Result<(), Error> {
+        self.reader.finished().await
+    }
+
+    fn close(&mut self) {}
 }

@@ -19,7 +19,6 @@ use crate::shared::Shared;
 use crate::writer::Writer;
 
 pub(crate) use announce::announce;
-pub(crate) use announce::View;
 pub(crate) use probe::probe;
 pub(crate) use subscribe::{resolve, subscribe};
 

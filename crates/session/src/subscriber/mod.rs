@@ -17,7 +17,7 @@ use starling_transport::Transport;
 
 use crate::error::Error;
 use crate::frames::FrameReader;
-use crate::pulls::{front_gone_grace, source_lost, unused, Pulled, Puller, Unregister};
+use crate::pulls::{source_lost, unused, PullEnd, PullWire, Pulled, Puller, Unregister};
 use crate::rank::Rank;
 use crate::reader::Reader;
 use crate::shared::{reset_code, Shared, Upstream};
@@ -76,7 +76,7 @@ async fn pull<T: Transport>(
     // carries its demand: sent earlier, it would ask for the live edge only, and a publisher
     // that honours that skips every group the reader's max age reaches back to (moq-net drops
     // them as stale), while the SUBSCRIBE_UPDATE with the real max age is still on its way.
-    let mut demand = tokio::select! {
+    let demand = tokio::select! {
         biased;
         demand = track.demand_changed(None) => demand,
         _ = &mut unused => return Ok(Pulled::Unused),
@@ -106,28 +106,31 @@ async fn pull<T: Transport>(
     };
 
     let (send, recv) = shared.transport.open_bi().await?;
-    let mut writer = Writer::new(send, shared.version);
+    let writer = Writer::new(send, shared.version);
     let mut reader = Reader::new(recv, shared.version, &shared.budget, Rank::Control);
-    writer.queue_varint(BidiType::Subscribe.code())?;
     // Readers' demand, aggregated (priority max, max age max) and clamped to the publisher's
     // window, goes upstream; it is updated as readers with larger demands arrive. A relay
     // asks for the whole window (`pull_window`).
     let window = track.info().map(|i| i.max_age_ms).unwrap_or(u64::MAX);
-    let whole = shared.config.pull_window && window != u64::MAX;
-    let wanted = |demand: Demand| SubscribeUpdate {
-        priority: demand.priority,
-        max_age_ms: if whole {
-            window
-        } else {
-            demand.max_age_ms.min(window)
-        },
-        group_start: None,
-        group_end: None,
-        frame_start: 0,
-        frame_end: None,
+    let mut subscription = LiteWire::<T> {
+        version: shared.version,
+        max_message: limits.max_control_message,
+        writer,
+        reader: None,
+        arrived,
+        resume,
+        first: None,
+        end: None,
+        demand,
+        window,
+        whole: shared.config.pull_window && window != u64::MAX,
     };
-    let first = wanted(demand);
-    writer
+    subscription
+        .writer
+        .queue_varint(BidiType::Subscribe.code())?;
+    let first = subscription.wanted(demand);
+    subscription
+        .writer
         .message(&Subscribe {
             id,
             broadcast: wire.clone(),
@@ -140,139 +143,150 @@ async fn pull<T: Transport>(
             frame_end: first.frame_end,
         })
         .await?;
-
-    // The first group the publisher serves (SUBSCRIBE_START) and the exclusive end
-    // (SUBSCRIBE_END): the groups between them are owed. Before 05 the publisher answers one
-    // OK (untyped on 01/02) and ends the subscription with a FIN alone.
-    let mut first = None;
-    let mut end = None;
+    // Before 05 the publisher answers one OK (untyped on 01/02) and ends the subscription
+    // with a FIN alone.
     if !shared.version.has_typed_responses() {
         reader
             .message::<LegacySubscribeOk>(limits.max_control_message)
             .await?
             .ok_or(Error::Stream(StreamCode::Cancelled))?;
     }
-    let mut front_gone = std::pin::pin!(front_gone_grace(track));
-    loop {
-        tokio::select! {
-            biased;
-            response = next_response(&mut reader, shared.version, limits.max_control_message) => {
-                let response = match response {
-                    Ok(response) => response,
-                    Err(err) => match (err, end) {
-                        // The publisher declared the end, then its stream died with its
-                        // session before the FIN (moq-cli closes at the end of its input, at
-                        // times before finishing every subscription): the END still says what
-                        // is owed, and a track whose owed groups all arrived is whole.
-                        (err @ (Error::Transport(_) | Error::Closed), Some(end)) => {
-                            let owed = Owed { first, end, legacy: false };
-                            if owed.settle(track, &arrived, demand, window, &mut unused).await {
-                                tracing::debug!(track = track.name(), %err, "subscription ended after its END");
-                                return Ok(Pulled::Finished);
-                            }
-                            return Err(err);
-                        }
-                        (err, _) => return Err(err),
-                    },
-                };
-                match response {
-                    Some(SubscribeResponse::Start { group }) => {
-                        if first.is_none() && resume.is_some() {
-                            // Unfinished groups below where the new source starts are lost.
-                            track.abandon_orphans_below(group);
-                        }
-                        first = first.or(Some(group));
-                    }
-                    Some(SubscribeResponse::End { group, streams: count }) => end = Some((group, count)),
-                    Some(SubscribeResponse::Ok { .. } | SubscribeResponse::Drop { .. }) => {}
-                    None => {
-                        // Before 05 (no END) whatever arrives within the grace is the end.
-                        let legacy = !shared.version.has_track_stream();
-                        let end = match end {
-                            Some(end) => end,
-                            None if legacy => (0, None),
-                            None => {
-                                return Err(Error::ProtocolViolation(Violation::SubscribeFinWithoutEnd))
-                            }
-                        };
-                        let owed = Owed { first, end, legacy };
-                        if !owed.settle(track, &arrived, demand, window, &mut unused).await {
-                            tracing::debug!(track = track.name(), ?first, ?end, "owed group streams never arrived");
-                        }
-                        return Ok(Pulled::Finished);
-                    }
-                }
+    subscription.reader = Some(reader);
+    crate::pulls::follow(subscription, track, demand, unused.as_mut()).await
+}
+
+/// A lite subscription's stream as the pull engine drives it. It keeps the first group the
+/// publisher serves (SUBSCRIBE_START) and the exclusive end (SUBSCRIBE_END): the groups
+/// between them are owed.
+struct LiteWire<T: Transport> {
+    version: starling_proto::Version,
+    max_message: usize,
+    writer: Writer<T::Send>,
+    reader: Option<Reader<T::Recv>>,
+    arrived: Arc<Upstream>,
+    /// After a handover, where the subscription asked to resume.
+    resume: Option<u64>,
+    first: Option<u64>,
+    /// (END's group, END's stream count).
+    end: Option<(u64, Option<u64>)>,
+    demand: Demand,
+    window: u64,
+    /// Ask for the publisher's whole window whatever the readers want (a relay's pull).
+    whole: bool,
+}
+
+impl<T: Transport> LiteWire<T> {
+    fn wanted(&self, demand: Demand) -> SubscribeUpdate {
+        SubscribeUpdate {
+            priority: demand.priority,
+            max_age_ms: if self.whole {
+                self.window
+            } else {
+                demand.max_age_ms.min(self.window)
+            },
+            group_start: None,
+            group_end: None,
+            frame_start: 0,
+            frame_end: None,
+        }
+    }
+
+    /// The end as owed: what to wait for, and for how long (the max age asked for, else
+    /// 1 s, as moq-net waits).
+    fn owed(
+        &self,
+        end: (u64, Option<u64>),
+        legacy: bool,
+        settled: Result<Pulled, Error>,
+        unsettled: Result<Pulled, Error>,
+    ) -> PullEnd {
+        let grace = match self.demand.max_age_ms.min(self.window) {
+            0 => OWED_GROUP_GRACE,
+            ms => Duration::from_millis(ms),
+        };
+        let (arrived, first) = (self.arrived.clone(), self.first);
+        let owed = async move {
+            match (end.1, first) {
+                (Some(count), _) => arrived.streams.reached(count).await,
+                // Before 05 there is no END: whatever arrives within the grace.
+                (None, _) if legacy => std::future::pending::<()>().await,
+                (None, Some(first)) => arrived.track.arrived(first..end.0).await,
+                (None, None) => {}
             }
-            now = track.demand_changed(Some(demand)) => {
-                demand = now;
-                // 01/02 have no SUBSCRIBE_UPDATE: the subscription keeps what it first asked.
-                if shared.version.has_subscribe_update() {
-                    writer.message(&wanted(demand)).await?;
-                }
-            }
-            _ = &mut unused => {
-                // Last reader gone: unsubscribe with a FIN.
-                writer.finish()?;
-                return Ok(Pulled::Unused);
-            }
-            _ = track.closed() => {
-                // Ended here (its front closed with the last route): unsubscribe.
-                writer.finish()?;
-                return Ok(Pulled::Unused);
-            }
-            _ = &mut front_gone => {
-                // The track did not end within the grace: it ends here, as a front's
-                // tracks do with its last route.
-                writer.finish()?;
-                return Err(Error::Stream(StreamCode::Internal));
-            }
+        };
+        PullEnd {
+            owed: Box::pin(owed),
+            grace,
+            settled,
+            unsettled,
         }
     }
 }
 
-/// What a subscription's end owes: the groups from SUBSCRIBE_START (`first`) to the END's
-/// exclusive group, or on lite-07 the number of streams the END counts.
-struct Owed {
-    first: Option<u64>,
-    /// (END's group, END's stream count).
-    end: (u64, Option<u64>),
-    /// Before 05: no END, so whatever arrives within the grace.
-    legacy: bool,
-}
-
-impl Owed {
-    /// Wait for what is owed. QUIC does not order streams: a group stream the publisher opened
-    /// before its END can reach us after the subscription's end. The subscription stays
-    /// routable until what is owed arrived, or for a grace (the max age asked for, else 1 s),
-    /// as moq-net waits. `true` when everything owed arrived (a legacy subscription never
-    /// knows, so waits out the grace and answers `false`), or the last reader left.
-    async fn settle(
-        &self,
-        track: &starling_model::TrackProducer,
-        arrived: &Upstream,
-        demand: Demand,
-        window: u64,
-        unused: &mut (impl std::future::Future<Output = ()> + Unpin),
-    ) -> bool {
-        let (end, count) = self.end;
-        let grace = match demand.max_age_ms.min(window) {
-            0 => OWED_GROUP_GRACE,
-            ms => Duration::from_millis(ms),
-        };
-        let owed = async {
-            match (count, self.first) {
-                (Some(count), _) => arrived.streams.reached(count).await,
-                (None, _) if self.legacy => std::future::pending::<()>().await,
-                (None, Some(first)) => track.arrived(first..end).await,
-                (None, None) => {}
+impl<T: Transport> PullWire for LiteWire<T> {
+    async fn next(&mut self) -> Result<Option<PullEnd>, Error> {
+        let reader = self.reader.as_mut().expect("set before the engine runs");
+        let response = match next_response(reader, self.version, self.max_message).await {
+            Ok(response) => response,
+            // The publisher declared the end, then its stream died with its session before
+            // the FIN (moq-cli closes at the end of its input, at times before finishing
+            // every subscription): the END still says what is owed, and a track whose owed
+            // groups all arrived is whole.
+            Err(err @ (Error::Transport(_) | Error::Closed)) if self.end.is_some() => {
+                let end = self.end.expect("checked");
+                return Ok(Some(self.owed(end, false, Ok(Pulled::Finished), Err(err))));
             }
+            Err(err) => return Err(err),
         };
-        tokio::select! {
-            biased;
-            _ = owed => true,
-            _ = tokio::time::sleep(grace) => false,
-            _ = unused => true,
+        match response {
+            Some(SubscribeResponse::Start { group }) => {
+                if self.first.is_none() && self.resume.is_some() {
+                    // Unfinished groups below where the new source starts are lost.
+                    self.arrived.track.abandon_orphans_below(group);
+                }
+                self.first = self.first.or(Some(group));
+            }
+            Some(SubscribeResponse::End {
+                group,
+                streams: count,
+            }) => self.end = Some((group, count)),
+            Some(SubscribeResponse::Ok { .. } | SubscribeResponse::Drop { .. }) => {}
+            None => {
+                // Before 05 (no END) whatever arrives within the grace is the end.
+                let legacy = !self.version.has_track_stream();
+                let end = match self.end {
+                    Some(end) => end,
+                    None if legacy => (0, None),
+                    None => {
+                        return Err(Error::ProtocolViolation(Violation::SubscribeFinWithoutEnd))
+                    }
+                };
+                return Ok(Some(self.owed(
+                    end,
+                    legacy,
+                    Ok(Pulled::Finished),
+                    Ok(Pulled::Finished),
+                )));
+            }
         }
+        Ok(None)
+    }
+
+    async fn update(&mut self, demand: Demand) -> Result<(), Error> {
+        self.demand = demand;
+        // 01/02 have no SUBSCRIBE_UPDATE: the subscription keeps what it first asked.
+        if self.version.has_subscribe_update() {
+            let update = self.wanted(demand);
+            self.writer.message(&update).await?;
+        }
+        Ok(())
+    }
+
+    fn ended(&mut self) {}
+
+    async fn unsubscribe(mut self) -> Result<(), Error> {
+        // A FIN unsubscribes.
+        self.writer.finish()
     }
 }
 
