@@ -6,6 +6,7 @@ pub mod cluster;
 mod config;
 mod host;
 mod http;
+mod incoming;
 mod metrics;
 mod registry;
 mod relay;

@@ -31,10 +31,13 @@ use starling_model::{
     TrackInfo, TrackProducer,
 };
 use starling_netsim::link::{laggy_pair, Laggy, Link};
-use starling_netsim::trace::{divergence, Trace};
-use starling_proto::ietf::Draft;
-use starling_proto::{Path, RouteCost, SessionCode, Version};
+use starling_netsim::trace::{assert_replays, seed_count, Run, Trace};
+use starling_proto::{Path, RouteCost, SessionCode};
 use starling_session::{Accepting, ClientSetup, Session, SessionConfig};
+
+mod sim_wire;
+
+use sim_wire::Wire;
 
 const TRACK: &str = "t";
 
@@ -71,44 +74,6 @@ struct Reader {
 impl Drop for Reader {
     fn drop(&mut self) {
         self.arrivals.abort();
-    }
-}
-
-/// The protocol a link speaks: every wire that carries hop chains.
-#[derive(Clone, Copy, Debug)]
-enum Wire {
-    Lite(Version),
-    Ietf(Draft),
-}
-
-impl Wire {
-    fn random(rng: &mut StdRng) -> Wire {
-        let lite = [Version::Lite05, Version::Lite06, Version::Lite07Wip];
-        let ietf = [
-            Draft::D17,
-            Draft::D18,
-            Draft::D19,
-            Draft::D20,
-            Draft::D21,
-            Draft::D22,
-        ];
-        let pick = rng.gen_range(0..lite.len() + ietf.len());
-        match lite.get(pick) {
-            Some(version) => Wire::Lite(*version),
-            None => Wire::Ietf(ietf[pick - lite.len()]),
-        }
-    }
-
-    /// What of a route's cost reaches the far side: lite-06 on carries both halves, lite-05
-    /// none (free warm, unknown cold), the IETF drafts' cluster parameters the warm half
-    /// (read as both), or the maximum for a route of unknown cost.
-    fn carry(self, cost: RouteCost) -> RouteCost {
-        match self {
-            Wire::Lite(version) if version.has_route_cost() => cost,
-            Wire::Lite(_) => RouteCost::UNKNOWN,
-            Wire::Ietf(_) if cost.cold >= RouteCost::MAX_HALF => RouteCost::MAX,
-            Wire::Ietf(_) => RouteCost::new(cost.warm),
-        }
     }
 }
 
@@ -680,12 +645,6 @@ fn rank(path: &str, chain: &[u64], cost: RouteCost) -> (bool, bool, usize, u64, 
     )
 }
 
-/// One seed's run: its trace, and what failed.
-struct Run {
-    trace: Vec<String>,
-    result: Result<(), String>,
-}
-
 fn run_seed(seed: u64) -> Run {
     // Hop ids, hash keys and every other draw the sessions make come from this thread's
     // generator, seeded like the mesh.
@@ -742,11 +701,7 @@ fn seeded_meshes_converge_loop_free_with_one_upstream_per_track() {
         }
         return;
     }
-    let seeds: u64 = std::env::var("SIM_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(3000);
-    for seed in 0..seeds {
+    for seed in 0..seed_count("SIM_SEEDS", 3000) {
         if std::env::var("SIM_TRACE").is_ok() {
             eprintln!("SEED {seed}");
         }
@@ -760,19 +715,7 @@ fn seeded_meshes_converge_loop_free_with_one_upstream_per_track() {
 /// arrival at every reader in virtual time, every link's counters at every check).
 #[test]
 fn a_seed_replays_bit_for_bit() {
-    let seeds: u64 = std::env::var("SIM_REPLAY_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(100);
-    for seed in 0..seeds {
-        let (first, second) = (run_seed(seed), run_seed(seed));
-        if let Err(err) = &first.result {
-            panic!("seed {seed}: {err}");
-        }
-        if let Some((line, a, b)) = divergence(&first.trace, &second.trace) {
-            panic!("seed {seed} diverged at trace line {line}:\n  first:  {a:?}\n  second: {b:?}");
-        }
-    }
+    assert_replays(0..seed_count("SIM_REPLAY_SEEDS", 100), run_seed);
 }
 
 /// With a bug planted (a peer's routes kept after its announce stream ended), some seed fails
@@ -782,28 +725,13 @@ fn a_seed_replays_bit_for_bit() {
 fn the_simulation_finds_a_planted_bug_and_replays_it() {
     use starling_session::faults::{plant, Fault};
     plant(Some(Fault::KeepRoutesOfLostPeers));
-    let found = (0..200).find_map(|seed| {
-        let run = run_seed(seed);
-        run.result.clone().err().map(|err| (seed, err, run.trace))
-    });
-    let (seed, err, trace) = found.expect("200 seeds missed the planted bug");
+    let (seed, err) = starling_netsim::trace::find_and_replay(0..200, run_seed);
+    plant(None);
     // The kept route shows as a route the reference does not have, or as a path routed
     // where its publisher is out of reach.
     assert!(
         err.contains("reference {}") || err.contains("routed true, reachable false"),
         "seed {seed} failed otherwise: {err}"
     );
-    let replay = run_seed(seed);
-    plant(None);
-    assert_eq!(
-        replay.result,
-        Err(err.clone()),
-        "seed {seed} failed otherwise on replay"
-    );
-    if let Some((line, a, b)) = divergence(&trace, &replay.trace) {
-        panic!(
-            "seed {seed}'s replay diverged at trace line {line}:\n  first:  {a:?}\n  replay: {b:?}"
-        );
-    }
     eprintln!("the planted bug failed seed {seed}, replayed exactly: {err}");
 }
