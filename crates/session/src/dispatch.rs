@@ -19,6 +19,7 @@ use crate::gate::Gate;
 use crate::rank::Rank;
 use crate::reader::Reader;
 use crate::session::Session;
+use crate::shared::ietf::Ietf;
 use crate::shared::{PeerSetup, SessionStats, Shared};
 use crate::violation::Violation;
 use crate::writer::Writer;
@@ -63,7 +64,7 @@ impl<T: Transport> Session<T> {
         ietf: Option<crate::ietf::Started<T>>,
     ) -> Self {
         let (ietf, ietf_recv) = match ietf {
-            Some(started) => (Some(started.state), started.recv),
+            Some(started) => (Some(Arc::new(started.state)), started.recv),
             None => (None, None),
         };
         let max_requests = config.limits.max_requests;
@@ -111,8 +112,8 @@ impl<T: Transport> Session<T> {
         });
         let driver = shared.clone();
         tokio::spawn(async move { drive(driver).await });
-        if shared.ietf.is_some() {
-            crate::ietf::begin(&shared, ietf_recv);
+        if let Some(ietf) = Ietf::of(&shared) {
+            crate::ietf::begin(&ietf, ietf_recv);
             return Session { shared };
         }
         if let Some((send, recv, rest)) = session_stream {
@@ -139,7 +140,7 @@ async fn drive<T: Transport>(shared: Arc<Shared<T>>) {
     use futures::future::Either;
 
     // Each stream goes to its family's handler: the IETF drafts' or moq-lite's.
-    let ietf = shared.ietf.is_some();
+    let ietf = Ietf::of(&shared);
     let result: Result<(), Error> = async {
         let mut datagrams = shared.version.has_datagrams();
         let transport = &shared.transport;
@@ -182,11 +183,9 @@ async fn drive<T: Transport>(shared: Arc<Shared<T>>) {
                     accept_bi.set(transport.accept_bi());
                     match bi {
                         Ok((send, recv)) => {
-                            let task = shared.clone();
-                            if ietf {
-                                shared.spawn(crate::ietf::request_stream(task, send, recv));
-                            } else {
-                                shared.spawn(handle_bi(task, send, recv));
+                            match &ietf {
+                                Some(ietf) => shared.spawn(crate::ietf::request_stream(ietf.clone(), send, recv)),
+                                None => shared.spawn(handle_bi(shared.clone(), send, recv)),
                             }
                         }
                         Err(err) => closed_under_us(&mut closed, err, drain.as_mut(), &shared.closing),
@@ -197,11 +196,9 @@ async fn drive<T: Transport>(shared: Arc<Shared<T>>) {
                     accept_uni.set(transport.accept_uni());
                     match uni {
                         Ok(recv) => {
-                            let task = shared.clone();
-                            data.push(if ietf {
-                                Either::Left(crate::ietf::uni_stream(task, recv))
-                            } else {
-                                Either::Right(handle_uni(task, recv))
+                            data.push(match &ietf {
+                                Some(ietf) => Either::Left(crate::ietf::uni_stream(ietf.clone(), recv)),
+                                None => Either::Right(handle_uni(shared.clone(), recv)),
                             });
                         }
                         Err(err) => {
@@ -215,8 +212,10 @@ async fn drive<T: Transport>(shared: Arc<Shared<T>>) {
                 received = datagram_gate.future(datagram.as_mut()), if datagrams => {
                     datagram.set(transport.recv_datagram());
                     match received {
-                        Ok(received) if ietf => crate::ietf::datagram(&shared, received)?,
-                        Ok(received) => subscriber::datagram(&shared, received),
+                        Ok(received) => match &ietf {
+                            Some(ietf) => crate::ietf::datagram(ietf, received)?,
+                            None => subscriber::datagram(&shared, received),
+                        },
                         // Datagrams unavailable on this transport: stop asking; the session goes on.
                         Err(_) => datagrams = false,
                     }

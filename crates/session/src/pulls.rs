@@ -20,7 +20,7 @@ use crate::shared::{reset_code, Shared};
 
 /// One family's pull of one track: SUBSCRIBE (or its draft's equivalent) until the track ends
 /// or no reader is left.
-pub(crate) trait Puller<T: Transport>: Copy + Send + Sync + 'static {
+pub(crate) trait Puller<T: Transport>: Clone + Send + Sync + 'static {
     fn pull<'a>(
         self,
         shared: &'a Arc<Shared<T>>,
@@ -128,6 +128,7 @@ pub(crate) async fn serve_requests<T: Transport, P: Puller<T>>(
         let task_shared = shared.clone();
         let task_wire = wire.clone();
         let task_broadcast = broadcast.clone();
+        let puller = puller.clone();
         shared.spawn(async move {
             let pulling = task_shared.pulling();
             let track = request.track().clone();

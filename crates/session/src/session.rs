@@ -11,6 +11,7 @@ use starling_transport::Transport;
 
 use crate::error::Error;
 use crate::pulls::serve_requests;
+use crate::shared::ietf::Ietf;
 use crate::shared::{PeerSetup, SessionStats, Shared};
 use crate::subscriber;
 use crate::writer::Writer;
@@ -75,10 +76,11 @@ impl<T: Transport> Session<T> {
         let consumer = producer.consume();
         let shared = self.shared.clone();
         let serve = async move {
-            if shared.ietf.is_some() {
-                serve_requests(shared, path, producer, crate::ietf::IetfPull).await
-            } else {
-                serve_requests(shared, path, producer, subscriber::LitePull).await
+            match Ietf::of(&shared) {
+                Some(ietf) => {
+                    serve_requests(shared, path, producer, crate::ietf::IetfPull(ietf)).await
+                }
+                None => serve_requests(shared, path, producer, subscriber::LitePull).await,
             }
         };
         self.shared.spawn(serve);
@@ -88,14 +90,14 @@ impl<T: Transport> Session<T> {
     /// Ask the peer to reconnect (to `uri`, or here when empty) and stop opening requests; the
     /// session keeps serving what is open. A second call does nothing (docs/wire.md §4.12).
     pub async fn goaway(&self, uri: &str) -> Result<(), Error> {
-        let ietf = self.shared.ietf.is_some();
-        if !(ietf || self.shared.version.has_goaway())
+        let ietf = Ietf::of(&self.shared);
+        if !(ietf.is_some() || self.shared.version.has_goaway())
             || self.shared.goaway_sent.swap(true, Ordering::AcqRel)
         {
             return Ok(());
         }
-        if ietf {
-            return crate::ietf::send_goaway(&self.shared, uri).await;
+        if let Some(ietf) = ietf {
+            return crate::ietf::send_goaway(&ietf, uri).await;
         }
         let (send, _recv) = self.shared.transport.open_bi().await?;
         let mut writer = Writer::new(send, self.shared.version);

@@ -7,7 +7,6 @@
 //! parameters (hop path with our hop last, warm cost) go to a peer that declared MoQ Cluster.
 
 use starling_model::entropy::Map;
-use std::sync::Arc;
 use std::time::Duration;
 
 use starling_model::Announced;
@@ -26,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use super::request::Request;
 use crate::announcing::{Teller, View};
 use crate::error::Error;
-use crate::shared::Shared;
+use crate::shared::ietf::Ietf;
 use crate::violation::Violation;
 
 /// How matches reach the peer.
@@ -61,8 +60,8 @@ fn namespace(view: &View, path: &Path, cluster: Option<ClusterParams>) -> Contro
 }
 
 /// The cluster parameters of an advertisement to this peer.
-fn cluster_of<T: Transport>(shared: &Shared<T>, announced: &Announced) -> Option<ClusterParams> {
-    let state = shared.ietf().ok()?;
+fn cluster_of<T: Transport>(shared: &Ietf<T>, announced: &Announced) -> Option<ClusterParams> {
+    let state = shared.state();
     if !state.peer_clusters() {
         return None;
     }
@@ -89,7 +88,7 @@ fn advertised_cost(cost: RouteCost) -> u64 {
 impl Told {
     async fn start<T: Transport>(
         &mut self,
-        shared: &Arc<Shared<T>>,
+        shared: &Ietf<T>,
         view: &View,
         mode: &mut Mode<'_, T>,
         announced: &Announced,
@@ -110,7 +109,7 @@ impl Told {
                 );
             }
             Mode::Requests => {
-                let state = shared.ietf()?;
+                let state = shared.state();
                 if !state.advertised.lock().insert(path.clone()) {
                     // Already advertised to this peer the other way.
                     return Ok(());
@@ -125,9 +124,7 @@ impl Told {
                 let task_path = path.clone();
                 shared.spawn(async move {
                     advertisement(&task, wire, task_updates, task_stop).await;
-                    if let Ok(state) = task.ietf() {
-                        state.advertised.lock().remove(&task_path);
-                    }
+                    task.state().advertised.lock().remove(&task_path);
                 });
                 self.live.insert(
                     path,
@@ -173,7 +170,7 @@ impl Told {
     /// (a repeated NAMESPACE on the request, or a REQUEST_UPDATE on the advertisement).
     async fn update<T: Transport>(
         &mut self,
-        shared: &Arc<Shared<T>>,
+        shared: &Ietf<T>,
         view: &View,
         mode: &mut Mode<'_, T>,
         announced: &Announced,
@@ -212,7 +209,7 @@ impl Told {
 /// Follow `view` through the announcing engine: what is announced now, then every change;
 /// in Inline mode until the request ends, else until the session does.
 async fn follow<T: Transport>(
-    shared: &Arc<Shared<T>>,
+    shared: &Ietf<T>,
     view: &View,
     mode: Mode<'_, T>,
 ) -> Result<(), Error> {
@@ -230,7 +227,7 @@ async fn follow<T: Transport>(
 
 /// An IETF peer's interest as the announcing engine drives it.
 struct IetfTeller<'a, 'r, T: Transport> {
-    shared: &'a Arc<Shared<T>>,
+    shared: &'a Ietf<T>,
     view: &'a View,
     mode: Mode<'r, T>,
     told: Told,
@@ -306,11 +303,11 @@ async fn ended<T: Transport>(request: &mut Request<T>) -> Result<(), Error> {
 /// Answer the peer's SUBSCRIBE_NAMESPACE: OK (even for a prefix outside its grant, which
 /// then matches nothing), then what matches, for as long as the request lives.
 pub(crate) async fn subscribe_namespace<T: Transport>(
-    shared: &Arc<Shared<T>>,
+    shared: &Ietf<T>,
     request: &mut Request<T>,
     msg: SubscribeNamespace,
 ) -> Result<(), Error> {
-    let state = shared.ietf()?;
+    let state = shared.state();
     let draft = state.draft;
     let limits = &shared.config.limits;
     let Some(_slot) = shared.take_slot(
@@ -374,8 +371,8 @@ pub(crate) async fn subscribe_namespace<T: Transport>(
 }
 
 /// Advertise every broadcast the peer may read, unasked, to a peer that does not solicit.
-pub(crate) async fn advertise<T: Transport>(shared: Arc<Shared<T>>) {
-    let Ok(state) = shared.ietf() else { return };
+pub(crate) async fn advertise<T: Transport>(shared: Ietf<T>) {
+    let state = shared.state();
     // A client's peer is known only once its SETUP arrived.
     if state
         .peer_setup(shared.config.limits.handshake_timeout)
@@ -405,15 +402,13 @@ pub(crate) async fn advertise<T: Transport>(shared: Arc<Shared<T>>) {
 /// FIN (17 on). A re-pricing goes as a REQUEST_UPDATE with the new hop path and cost; a
 /// refusal or the peer's cancellation ends it.
 async fn advertisement<T: Transport>(
-    shared: &Arc<Shared<T>>,
+    shared: &Ietf<T>,
     namespace: Path,
     mut updates: watch::Receiver<ClusterParams>,
     stop: CancellationToken,
 ) {
     let cluster = updates.borrow_and_update().clone();
-    let Ok(draft) = shared.ietf().map(|s| s.draft) else {
-        return;
-    };
+    let draft = shared.state().draft;
     let by_namespace = (!draft.has_namespace_messages()).then(|| namespace.clone());
     let opened = Request::open(shared, by_namespace, |id| {
         Control::PublishNamespace(PublishNamespace {
@@ -449,8 +444,7 @@ async fn advertisement<T: Transport>(
             }
             Ok(()) = updates.changed() => {
                 let cluster = updates.borrow_and_update().clone();
-                let Ok(id) = shared.ietf() else { return };
-                let Ok(update_id) = id.allocate(shared.config.limits.request_timeout).await else {
+                let Ok(update_id) = shared.state().allocate(shared.config.limits.request_timeout).await else {
                     return;
                 };
                 let update = RequestUpdate {

@@ -4,8 +4,6 @@
 //! handler; answers, updates and closings go to the request they name; MAX_REQUEST_ID and
 //! GOAWAY belong to the session; anything else ends it.
 
-use std::sync::Arc;
-
 use starling_proto::ietf::control::Control;
 use starling_proto::ietf::namespace::Advertisement;
 use starling_transport::Transport;
@@ -14,14 +12,14 @@ use tokio::sync::mpsc;
 use super::request::{read_control, Request, ROUTE_QUEUE};
 use crate::error::Error;
 use crate::reader::Reader;
+use crate::shared::ietf::Ietf;
 use crate::shared::ietf::Route;
-use crate::shared::Shared;
 use crate::violation::Violation;
 
 /// Read the control stream until it or the session ends; its end ends the session.
-pub(crate) async fn run<T: Transport>(shared: Arc<Shared<T>>, mut reader: Reader<T::Recv>) {
+pub(crate) async fn run<T: Transport>(shared: Ietf<T>, mut reader: Reader<T::Recv>) {
     let result: Result<(), Error> = async {
-        let draft = shared.ietf()?.draft;
+        let draft = shared.state().draft;
         let max = shared.config.limits.max_control_message;
         loop {
             match read_control(&mut reader, draft, max).await? {
@@ -37,8 +35,8 @@ pub(crate) async fn run<T: Transport>(shared: Arc<Shared<T>>, mut reader: Reader
 }
 
 /// Where one message goes.
-async fn route<T: Transport>(shared: &Arc<Shared<T>>, msg: Control) -> Result<(), Error> {
-    let state = shared.ietf()?;
+async fn route<T: Transport>(shared: &Ietf<T>, msg: Control) -> Result<(), Error> {
+    let state = shared.state();
     let draft = state.draft;
     tracing::trace!(?msg, "control message in");
     if let Some(id) = super::first_request_id(&msg) {
@@ -99,12 +97,8 @@ async fn route<T: Transport>(shared: &Arc<Shared<T>>, msg: Control) -> Result<()
 
 /// The request a withdrawal or cancellation names: by id from 16, by namespace (the first
 /// live one) on 14 and 15. An unknown one is ignored.
-fn find<T: Transport>(
-    shared: &Arc<Shared<T>>,
-    advertisement: &Advertisement,
-    ours: bool,
-) -> Option<u64> {
-    let state = shared.ietf().ok()?;
+fn find<T: Transport>(shared: &Ietf<T>, advertisement: &Advertisement, ours: bool) -> Option<u64> {
+    let state = shared.state();
     match advertisement {
         Advertisement::Request(id) => Some(*id),
         Advertisement::Namespace(namespace) => state
@@ -120,12 +114,12 @@ fn find<T: Transport>(
 /// Hand a message to the request it names; `closes` ends the request after it. A message
 /// for no live request is dropped, as moq-net drops it (a PUBLISH_DONE after UNSUBSCRIBE).
 fn deliver<T: Transport>(
-    shared: &Arc<Shared<T>>,
+    shared: &Ietf<T>,
     id: u64,
     msg: Control,
     closes: bool,
 ) -> Result<(), Error> {
-    let state = shared.ietf()?;
+    let state = shared.state();
     let mut routes = state.routes.lock();
     let Some(route) = routes.get(&id) else {
         return Ok(());
@@ -147,12 +141,12 @@ fn deliver<T: Transport>(
 /// A request the peer opened: its id is checked, a MAX_REQUEST_ID goes out when the window
 /// needs it, and its handler starts with the first message.
 async fn open<T: Transport>(
-    shared: &Arc<Shared<T>>,
+    shared: &Ietf<T>,
     id: u64,
     namespace: Option<starling_proto::Path>,
     first: Control,
 ) -> Result<(), Error> {
-    let state = shared.ietf()?;
+    let state = shared.state();
     let grant = state.admit(id)?;
     let (tx, rx) = mpsc::channel(ROUTE_QUEUE);
     {

@@ -18,8 +18,6 @@ mod serve;
 mod setup;
 mod subscriber;
 
-use std::sync::Arc;
-
 use starling_proto::ietf::reply::{RefusalCode, Refused, RequestError};
 use starling_proto::ietf::stream::UniStream;
 use starling_proto::ietf::Control;
@@ -29,7 +27,7 @@ use starling_transport::Transport;
 use crate::error::Error;
 use crate::rank::Rank;
 use crate::reader::Reader;
-use crate::shared::Shared;
+use crate::shared::ietf::Ietf;
 use crate::violation::Violation;
 
 pub(crate) use announce::advertise;
@@ -42,13 +40,8 @@ use request::Request;
 /// Start the session's own tasks: reading the control stream (14-16) or the rest of the
 /// peer's SETUP stream (17 on, server side), advertising to a peer that does not solicit,
 /// and asking for announcements under the configured prefixes.
-pub(crate) fn begin<T: Transport>(
-    shared: &Arc<Shared<T>>,
-    recv: Option<(T::Recv, bytes::BytesMut)>,
-) {
-    let Ok(draft) = shared.ietf().map(|s| s.draft) else {
-        return;
-    };
+pub(crate) fn begin<T: Transport>(shared: &Ietf<T>, recv: Option<(T::Recv, bytes::BytesMut)>) {
+    let draft = shared.state().draft;
     if let Some((recv, rest)) = recv {
         let mut reader = Reader::new(recv, shared.version, &shared.budget, Rank::Control);
         if let Err(err) = reader.prefill(&rest) {
@@ -79,11 +72,7 @@ pub(crate) fn begin<T: Transport>(
 }
 
 /// Serve one request the peer opened, from its first message.
-pub(crate) async fn handle<T: Transport>(
-    shared: Arc<Shared<T>>,
-    mut request: Request<T>,
-    first: Control,
-) {
+pub(crate) async fn handle<T: Transport>(shared: Ietf<T>, mut request: Request<T>, first: Control) {
     let result = match first {
         Control::Subscribe(msg) => publisher::subscribe(&shared, &mut request, msg).await,
         Control::Fetch(msg) => publisher::fetch(&shared, &mut request, msg).await,
@@ -195,13 +184,9 @@ pub(crate) fn lite_stream_code(code: u32, draft: starling_proto::ietf::Draft) ->
 /// A bidi stream the peer opened: a request on its own stream (17 on; SUBSCRIBE_NAMESPACE
 /// on 16, and any request on 14-16 as moq-net serves them). Its first message says which;
 /// a stream that dies first is dropped, bytes that do not parse end the session.
-pub(crate) async fn request_stream<T: Transport>(
-    shared: Arc<Shared<T>>,
-    send: T::Send,
-    recv: T::Recv,
-) {
+pub(crate) async fn request_stream<T: Transport>(shared: Ietf<T>, send: T::Send, recv: T::Recv) {
     let result: Result<(), Error> = async {
-        let state = shared.ietf()?;
+        let state = shared.state();
         let draft = state.draft;
         let limits = &shared.config.limits;
         // A request waits for the peer's SETUP (a client on 17 on may be ahead of it).
@@ -249,9 +234,9 @@ pub(crate) fn first_request_id(msg: &Control) -> Option<u64> {
 
 /// A uni stream the peer opened: a subgroup, a fetch, the server's SETUP (17 on, client
 /// side) or padding. Any other type ends the session (docs/wire-ietf.md §3.1).
-pub(crate) async fn uni_stream<T: Transport>(shared: Arc<Shared<T>>, recv: T::Recv) {
+pub(crate) async fn uni_stream<T: Transport>(shared: Ietf<T>, recv: T::Recv) {
     let result: Result<(), Error> = async {
-        let draft = shared.ietf()?.draft;
+        let draft = shared.state().draft;
         let mut reader = Reader::new(recv, shared.version, &shared.budget, Rank::Unknown);
         let code = match reader
             .unit(|buf| {

@@ -28,8 +28,8 @@ use super::{refusal_for, refuse};
 use crate::error::Error;
 use crate::publisher::resolve;
 use crate::serve;
+use crate::shared::ietf::Ietf;
 use crate::shared::ietf::Join;
-use crate::shared::Shared;
 use crate::writer::Writer;
 
 /// Where a subscription starts in the cache (model terms) for its filter, given the latest
@@ -82,20 +82,18 @@ fn join_point(track: &starling_model::TrackConsumer) -> Option<Join> {
 
 /// Forgets a subscription's join point when the subscription ends.
 struct Joined<'a, T: Transport> {
-    shared: &'a Shared<T>,
+    shared: &'a Ietf<T>,
     id: u64,
 }
 
 impl<T: Transport> Drop for Joined<'_, T> {
     fn drop(&mut self) {
-        if let Ok(state) = self.shared.ietf() {
-            state.joins.lock().remove(&self.id);
-        }
+        self.shared.state().joins.lock().remove(&self.id);
     }
 }
 
 pub(crate) async fn subscribe<T: Transport>(
-    shared: &Arc<Shared<T>>,
+    shared: &Ietf<T>,
     request: &mut Request<T>,
     msg: Subscribe,
 ) -> Result<(), Error> {
@@ -188,7 +186,7 @@ pub(crate) async fn subscribe<T: Transport>(
     });
     if let Some(join) = &join {
         shared
-            .ietf()?
+            .state()
             .joins
             .lock()
             .insert(msg.request_id, join.clone());
@@ -265,7 +263,7 @@ pub(crate) async fn subscribe<T: Transport>(
 
 /// FETCH: one cached group (docs/wire-ietf.md §4.12).
 pub(crate) async fn fetch<T: Transport>(
-    shared: &Arc<Shared<T>>,
+    shared: &Ietf<T>,
     request: &mut Request<T>,
     msg: Fetch,
 ) -> Result<(), Error> {
@@ -418,13 +416,13 @@ pub(crate) async fn fetch<T: Transport>(
 /// middle of, objects 0 to Largest, with their timestamps; FETCH_OK's end is the
 /// subscription's first object (exclusive).
 async fn joining_fetch<T: Transport>(
-    shared: &Arc<Shared<T>>,
+    shared: &Ietf<T>,
     request: &mut Request<T>,
     msg: &Fetch,
     joining: u64,
 ) -> Result<(), Error> {
     let draft = request.draft()?;
-    let join = shared.ietf()?.joins.lock().get(&joining).cloned();
+    let join = shared.state().joins.lock().get(&joining).cloned();
     let Some(join) = join else {
         return refuse(
             request,

@@ -3,8 +3,6 @@
 //! stream of drafts 14-16, fed by the control-stream reader (`control.rs`). The publisher and
 //! subscriber halves talk to a [`Request`] and never ask which.
 
-use std::sync::Arc;
-
 use starling_proto::ietf::Control;
 use starling_proto::Path;
 use starling_transport::{Transport, TransportError};
@@ -13,8 +11,8 @@ use tokio::sync::mpsc;
 use crate::error::Error;
 use crate::rank::Rank;
 use crate::reader::Reader;
+use crate::shared::ietf::Ietf;
 use crate::shared::ietf::Route;
-use crate::shared::Shared;
 use crate::writer::Writer;
 
 /// Messages queued for one request on the control stream before its handler reads them; a
@@ -34,7 +32,7 @@ enum Io<T: Transport> {
 }
 
 pub(crate) struct Request<T: Transport> {
-    shared: Arc<Shared<T>>,
+    shared: Ietf<T>,
     pub id: u64,
     io: Io<T>,
 }
@@ -69,7 +67,7 @@ pub(crate) async fn read_control<R: starling_transport::RecvStream>(
 impl<T: Transport> Request<T> {
     /// A request the peer opened on its own stream (17 on).
     pub fn stream(
-        shared: Arc<Shared<T>>,
+        shared: Ietf<T>,
         id: u64,
         reader: Reader<T::Recv>,
         writer: Writer<T::Send>,
@@ -86,7 +84,7 @@ impl<T: Transport> Request<T> {
     }
 
     /// A request on the control stream (14-16), fed through `rx`.
-    pub fn mux(shared: Arc<Shared<T>>, id: u64, rx: mpsc::Receiver<Control>) -> Self {
+    pub fn mux(shared: Ietf<T>, id: u64, rx: mpsc::Receiver<Control>) -> Self {
         Request {
             shared,
             id,
@@ -98,11 +96,11 @@ impl<T: Transport> Request<T> {
     /// or on the control stream (14-16). `namespace` names a PUBLISH_NAMESPACE for the
     /// withdrawals of 14 and 15, which name it.
     pub async fn open(
-        shared: &Arc<Shared<T>>,
+        shared: &Ietf<T>,
         namespace: Option<Path>,
         build: impl FnOnce(u64) -> Control,
     ) -> Result<Self, Error> {
-        let state = shared.ietf()?;
+        let state = shared.state();
         let limits = &shared.config.limits;
         let id = state.allocate(limits.request_timeout).await?;
         let msg = build(id);
@@ -133,14 +131,14 @@ impl<T: Transport> Request<T> {
     }
 
     pub fn draft(&self) -> Result<starling_proto::ietf::Draft, Error> {
-        Ok(self.shared.ietf()?.draft)
+        Ok(self.shared.state().draft)
     }
 
     /// The next message on the request; `None` once at the requester's FIN (17 on; later
     /// calls wait for a STOP_SENDING) or once the request was closed on the control stream
     /// (14-16). A STOP_SENDING on our side is `Err(Transport(Stopped))`.
     pub async fn recv(&mut self) -> Result<Option<Control>, Error> {
-        let draft = self.shared.ietf()?.draft;
+        let draft = self.shared.state().draft;
         let max = self.shared.config.limits.max_control_message;
         match &mut self.io {
             Io::Stream {
@@ -186,7 +184,7 @@ impl<T: Transport> Request<T> {
         let Io::Stream { reader, fin, .. } = &mut self.io else {
             return Err(stop);
         };
-        let draft = self.shared.ietf()?.draft;
+        let draft = self.shared.state().draft;
         let limits = &self.shared.config.limits;
         let read = read_control(reader, draft, limits.max_control_message);
         match tokio::time::timeout(limits.request_timeout, read).await {
@@ -200,7 +198,7 @@ impl<T: Transport> Request<T> {
 
     /// Send one message on the request.
     pub async fn send(&mut self, msg: &Control) -> Result<(), Error> {
-        let state = self.shared.ietf()?;
+        let state = self.shared.state();
         tracing::trace!(id = self.id, ?msg, "IETF request message out");
         match &mut self.io {
             Io::Stream { writer, .. } => {
@@ -250,9 +248,7 @@ impl<T: Transport> Request<T> {
     }
 
     fn forget(&self) {
-        if let Ok(state) = self.shared.ietf() {
-            state.routes.lock().remove(&self.id);
-        }
+        self.shared.state().routes.lock().remove(&self.id);
     }
 }
 

@@ -7,7 +7,6 @@
 //! every prefix it listens on), HIDDEN, and its hop id (MoQ Cluster, 17 on). A peer that
 //! knows nothing of Solicit still advertises unasked, and that is accepted too.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -21,8 +20,9 @@ use crate::budget::RecvBudget;
 use crate::error::Error;
 use crate::rank::Rank;
 use crate::reader::Reader;
+use crate::shared::ietf::Ietf;
 use crate::shared::ietf::State;
-use crate::shared::{PeerSetup, Shared};
+use crate::shared::PeerSetup;
 use crate::violation::Violation;
 
 /// What Starling calls itself in SETUP.
@@ -289,10 +289,10 @@ pub(crate) async fn connect<T: Transport>(
 /// The peer's SETUP stream arrived in the session (17 on): a client learns the server's
 /// SETUP from it; a second SETUP is a protocol violation. Then its GOAWAY is read.
 pub(crate) async fn peer_setup_stream<T: Transport>(
-    shared: &Arc<Shared<T>>,
+    shared: &Ietf<T>,
     mut reader: Reader<T::Recv>,
 ) -> Result<(), Error> {
-    let state = shared.ietf()?;
+    let state = shared.state();
     let max = shared.config.limits.max_control_message.max(MAX_SETUP);
     let Some(Control::Setup(setup)) = read_control(&mut reader, state.draft, max).await? else {
         return Err(Error::ProtocolViolation(Violation::SetupStreamWithoutSetup));
@@ -304,10 +304,10 @@ pub(crate) async fn peer_setup_stream<T: Transport>(
 /// After the SETUP on the peer's SETUP stream (17 on): one GOAWAY, and whatever follows it
 /// is ignored. Anything else first breaks the protocol for a server; a client stops reading.
 pub(crate) async fn setup_stream_tail<T: Transport>(
-    shared: &Arc<Shared<T>>,
+    shared: &Ietf<T>,
     mut reader: Reader<T::Recv>,
 ) -> Result<(), Error> {
-    let state = shared.ietf()?;
+    let state = shared.state();
     let max = shared.config.limits.max_control_message;
     match read_control(&mut reader, state.draft, max).await {
         Ok(Some(Control::Goaway(goaway))) => shared.goaway_arrived(goaway.uri)?,
@@ -327,8 +327,8 @@ pub(crate) async fn setup_stream_tail<T: Transport>(
 }
 
 /// Our GOAWAY: on the control stream (14-16) or after our SETUP on its stream (17 on).
-pub(crate) async fn send_goaway<T: Transport>(shared: &Shared<T>, uri: &str) -> Result<(), Error> {
-    let state = shared.ietf()?;
+pub(crate) async fn send_goaway<T: Transport>(shared: &Ietf<T>, uri: &str) -> Result<(), Error> {
+    let state = shared.state();
     let mut control = state.control.lock().await;
     let writer = control.as_mut().ok_or(Error::Closed)?;
     Control::Goaway(starling_proto::ietf::reply::Goaway {

@@ -32,7 +32,8 @@ use crate::error::Error;
 use crate::frames::read_payload;
 use crate::pulls::{unused, PullEnd, PullWire, Pulled, Puller, Unregister};
 use crate::reader::Reader;
-use crate::shared::{Shared, Upstream};
+use crate::shared::ietf::Ietf;
+use crate::shared::Upstream;
 use crate::violation::Violation;
 
 /// How long a data stream waits for its track alias to be bound (moq-net waits as long).
@@ -66,11 +67,11 @@ impl Source {
     /// ANNOUNCE_UPDATE does; a later clean one puts it back.
     fn reprice<T: Transport>(
         &mut self,
-        shared: &Shared<T>,
+        shared: &Ietf<T>,
         cluster: Option<&ClusterParams>,
         draining: bool,
     ) -> Result<(), Error> {
-        let clusters = shared.ietf()?.peer_clusters();
+        let clusters = shared.state().peer_clusters();
         if let Some(cluster) = cluster.filter(|_| clusters) {
             if let Some(hops) = &cluster.hop_path {
                 self.hops = hops.as_slice().to_vec();
@@ -105,7 +106,7 @@ impl Source {
 
     /// Withdraw the route: explicitly (the peer said so; routes through it go stale) or
     /// because the advertisement's carrier ended.
-    fn end<T: Transport>(self, shared: &Shared<T>, explicit: bool) {
+    fn end<T: Transport>(self, shared: &Ietf<T>, explicit: bool) {
         self.broadcast.close();
         self.stop.cancel();
         shared.stats.routes.fetch_sub(1, Ordering::Relaxed);
@@ -122,11 +123,11 @@ impl Source {
 
 /// Publish the peer's namespace `wire` (relative to the root) as a route, or say why not.
 fn publish_route<T: Transport>(
-    shared: &Arc<Shared<T>>,
+    shared: &Ietf<T>,
     wire: &Path,
     cluster: Option<&ClusterParams>,
 ) -> Result<Result<Source, RefusalCode>, Error> {
-    let state = shared.ietf()?;
+    let state = shared.state();
     let Some(origin) = shared.config.consume.clone() else {
         return Ok(Err(RefusalCode::Unauthorized));
     };
@@ -165,8 +166,12 @@ fn publish_route<T: Transport>(
     let handle = origin.publish(path.clone(), broadcast.consume(), route)?;
     shared.stats.routes.fetch_add(1, Ordering::Relaxed);
     let stop = CancellationToken::new();
-    let task =
-        crate::pulls::serve_requests(shared.clone(), wire.clone(), broadcast.clone(), IetfPull);
+    let task = crate::pulls::serve_requests(
+        shared.shared().clone(),
+        wire.clone(),
+        broadcast.clone(),
+        IetfPull(shared.clone()),
+    );
     let task_stop = stop.clone();
     shared.spawn(async move {
         tokio::select! {
@@ -194,7 +199,7 @@ fn publish_route<T: Transport>(
 /// The peer's PUBLISH_NAMESPACE: a route while the request lives (until PUBLISH_NAMESPACE_DONE
 /// on 14-16, the peer's FIN from 17).
 pub(crate) async fn publish_namespace<T: Transport>(
-    shared: &Arc<Shared<T>>,
+    shared: &Ietf<T>,
     request: &mut Request<T>,
     msg: PublishNamespace,
 ) -> Result<(), Error> {
@@ -264,9 +269,9 @@ pub(crate) async fn publish_namespace<T: Transport>(
 /// Ask the peer for its namespaces under `prefix` (a client listening for announcements):
 /// from 16 they come on the request as NAMESPACE and NAMESPACE_DONE; on 14 and 15 as
 /// PUBLISH_NAMESPACE requests of the peer's, served like any other.
-pub(crate) async fn subscribe_namespace<T: Transport>(shared: Arc<Shared<T>>, prefix: Path) {
+pub(crate) async fn subscribe_namespace<T: Transport>(shared: Ietf<T>, prefix: Path) {
     let result: Result<(), Error> = async {
-        let state = shared.ietf()?;
+        let state = shared.state();
         let draft = state.draft;
         state
             .peer_setup(shared.config.limits.handshake_timeout)
@@ -368,17 +373,22 @@ fn refusal_code(code: u64, draft: starling_proto::ietf::Draft) -> StreamCode {
 }
 
 /// The IETF drafts' pull.
-#[derive(Clone, Copy)]
-pub(crate) struct IetfPull;
+pub(crate) struct IetfPull<T: Transport>(pub Ietf<T>);
 
-impl<T: Transport> Puller<T> for IetfPull {
-    fn pull<'a>(
+impl<T: Transport> Clone for IetfPull<T> {
+    fn clone(&self) -> Self {
+        IetfPull(self.0.clone())
+    }
+}
+
+impl<T: Transport> Puller<T> for IetfPull<T> {
+    async fn pull(
         self,
-        shared: &'a Arc<Shared<T>>,
-        wire: &'a Path,
-        request: &'a TrackRequest,
-    ) -> impl std::future::Future<Output = Result<Pulled, Error>> + Send + 'a {
-        pull(shared, wire, request)
+        _shared: &std::sync::Arc<crate::shared::Shared<T>>,
+        wire: &Path,
+        request: &TrackRequest,
+    ) -> Result<Pulled, Error> {
+        pull(&self.0, wire, request).await
     }
 }
 
@@ -386,11 +396,11 @@ impl<T: Transport> Puller<T> for IetfPull {
 /// streams, until PUBLISH_DONE or no reader is left (then UNSUBSCRIBE on 14-16, STOP_SENDING
 /// and FIN from 17).
 async fn pull<T: Transport>(
-    shared: &Arc<Shared<T>>,
+    shared: &Ietf<T>,
     wire: &Path,
     request: &TrackRequest,
 ) -> Result<Pulled, Error> {
-    let state = shared.ietf()?;
+    let state = shared.state();
     let draft = state.draft;
     let track = request.track();
     let limits = &shared.config.limits;
@@ -460,7 +470,7 @@ async fn pull<T: Transport>(
     }
     state.aliases_changed.notify_waiters();
     let _registered = Unregister {
-        shared: shared.clone(),
+        shared: shared.shared().clone(),
         id: alias,
     };
     let demand = track.demand().unwrap_or_default();
@@ -531,8 +541,8 @@ impl<T: Transport> PullWire for IetfWire<T> {
 
 /// The subscription an alias names, waiting a little for its SUBSCRIBE_OK (a data stream can
 /// overtake it).
-async fn bound<T: Transport>(shared: &Shared<T>, alias: u64) -> Option<Arc<Upstream>> {
-    let state = shared.ietf().ok()?;
+async fn bound<T: Transport>(shared: &Ietf<T>, alias: u64) -> Option<Arc<Upstream>> {
+    let state = shared.state();
     let wait = async {
         loop {
             let notified = state.aliases_changed.notified();
@@ -566,13 +576,11 @@ async fn next_object<R: starling_transport::RecvStream>(
 
 /// Receive one subgroup stream into the group it carries (docs/wire-ietf.md §5.1, §5.2).
 pub(crate) async fn subgroup<T: Transport>(
-    shared: &Arc<Shared<T>>,
+    shared: &Ietf<T>,
     reader: &mut Reader<T::Recv>,
     flags: SubgroupFlags,
 ) {
-    let Ok(draft) = shared.ietf().map(|s| s.draft) else {
-        return;
-    };
+    let draft = shared.state().draft;
     let refuse_stream = |reader: &mut Reader<T::Recv>, code: StreamCode| {
         reader.stop(wire_stream_code(code, draft));
     };
@@ -706,8 +714,8 @@ fn arrival(timescale: u64, clock: &crate::Clock) -> u64 {
 
 /// One OBJECT_DATAGRAM: a one-frame group of a subscription (object 0 only; others, and
 /// unbound aliases, are dropped). One that does not decode ends the session.
-pub(crate) fn datagram<T: Transport>(shared: &Arc<Shared<T>>, payload: Bytes) -> Result<(), Error> {
-    let draft = shared.ietf()?.draft;
+pub(crate) fn datagram<T: Transport>(shared: &Ietf<T>, payload: Bytes) -> Result<(), Error> {
+    let draft = shared.state().draft;
     let datagram = ObjectDatagram::decode(&payload, draft)?;
     if datagram.object.unwrap_or(0) != 0 {
         return Ok(());

@@ -3,6 +3,7 @@
 //! the control stream (drafts 14-16) or our SETUP stream (17 on), which carries GOAWAY.
 
 use starling_model::entropy::{Map, Set};
+use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -12,6 +13,7 @@ use starling_transport::Transport;
 use tokio::sync::{mpsc, Notify};
 
 use crate::error::Error;
+use crate::shared::Shared;
 use crate::violation::Violation;
 use crate::writer::Writer;
 
@@ -37,6 +39,51 @@ struct Ids {
     granted: u64,
     /// 14-16: requests granted ahead of the peer's last.
     window: u64,
+}
+
+/// An IETF session: its shared state and its family's, known to be there. The IETF code takes
+/// this, made once when the session starts, so none of it asks at run time which family it
+/// serves.
+pub(crate) struct Ietf<T: Transport> {
+    shared: Arc<Shared<T>>,
+    state: Arc<State<T>>,
+}
+
+impl<T: Transport> Clone for Ietf<T> {
+    fn clone(&self) -> Self {
+        Ietf {
+            shared: self.shared.clone(),
+            state: self.state.clone(),
+        }
+    }
+}
+
+impl<T: Transport> Ietf<T> {
+    /// The IETF session `shared` is, if it is one (only the session's entry points ask).
+    pub fn of(shared: &Arc<Shared<T>>) -> Option<Self> {
+        let state = shared.ietf.clone()?;
+        Some(Ietf {
+            shared: shared.clone(),
+            state,
+        })
+    }
+
+    pub fn state(&self) -> &State<T> {
+        &self.state
+    }
+
+    /// The session's shared state, for what both families share.
+    pub fn shared(&self) -> &Arc<Shared<T>> {
+        &self.shared
+    }
+}
+
+impl<T: Transport> std::ops::Deref for Ietf<T> {
+    type Target = Arc<Shared<T>>;
+
+    fn deref(&self) -> &Arc<Shared<T>> {
+        &self.shared
+    }
 }
 
 pub(crate) struct State<T: Transport> {

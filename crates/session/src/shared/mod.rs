@@ -175,7 +175,7 @@ pub(crate) struct Shared<T: Transport> {
     pub stats: SessionStats,
     /// An IETF session's own state (`None` on moq-lite). Such a session's `version` is
     /// lite-06, whose model semantics its tracks take (docs/wire-ietf.md §7).
-    pub ietf: Option<ietf::State<T>>,
+    pub ietf: Option<Arc<ietf::State<T>>>,
     /// This session's account in the relay-wide state ledger, when it has one.
     pub state: Option<crate::StateAccount>,
     /// Our subscriptions to the peer still running (see [`Pulling`]): when the peer closes,
@@ -221,11 +221,6 @@ impl<T: Transport> Shared<T> {
             }
             ended.await;
         }
-    }
-
-    /// The IETF state; `Closed` on a moq-lite session, where no IETF code runs.
-    pub fn ietf(&self) -> Result<&ietf::State<T>, Error> {
-        self.ietf.as_ref().ok_or(Error::Closed)
     }
 
     /// The peer's hop id as known now: an IETF client on 17 on reads its server's SETUP only
