@@ -492,6 +492,21 @@ async fn peers_from_dns_are_dialed_and_the_relay_itself_is_skipped() {
     assert_eq!(&hops[1..], &[7001, 7002]);
 }
 
+/// `/sessions` once it lists at least `count` sessions: the relay registers a session just
+/// after its SETUP completes, so a dialer can be routed a moment before the acceptor lists it.
+async fn listed(internal: SocketAddr, count: usize) -> serde_json::Value {
+    within(async {
+        loop {
+            let all = get(internal, "/sessions").await.json();
+            if all["sessions"].as_array().is_some_and(|l| l.len() >= count) {
+                return all;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+}
+
 /// `/sessions` lists what a relay accepted, in moq-relay's shape: the peer that dialed in and
 /// the clients, never its own dials; the query filters them, and an unknown field is a 400.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -500,17 +515,7 @@ async fn sessions_lists_accepted_sessions_and_filters_them() {
     let b = Member::start(1002, &[&a.url], None).await;
     b.metric_reaches("starling_cluster_peer_links", 1.0).await;
     let (_client, _origin) = subscriber(&a.url).await;
-    // The relay registers a session just after its SETUP completes.
-    let all = within(async {
-        loop {
-            let all = get(a.internal, "/sessions").await.json();
-            if all["sessions"].as_array().is_some_and(|l| l.len() >= 2) {
-                return all;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-    })
-    .await;
+    let all = listed(a.internal, 2).await;
     let list = all["sessions"].as_array().unwrap();
     assert_eq!(
         list.len(),
@@ -629,7 +634,8 @@ async fn a_verified_client_certificate_makes_the_dialer_a_peer() {
         "a dialer without a certificate is a client: hidden paths stay hidden"
     );
 
-    let sessions = get(a.internal, "/sessions").await.json();
+    // The publisher and both dialers.
+    let sessions = listed(a.internal, 3).await;
     let peers: Vec<&serde_json::Value> = sessions["sessions"]
         .as_array()
         .unwrap()
