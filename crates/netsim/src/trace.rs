@@ -43,6 +43,27 @@ pub fn seed_count(var: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// The seeds a run checks: the one `one` names (a replay), else `count`'s number of them from
+/// 0 (`default` when unset).
+pub fn chosen_seeds(one: &str, count: &str, default: u64) -> std::ops::Range<u64> {
+    match std::env::var(one) {
+        Ok(seed) => {
+            let seed: u64 = seed.parse().unwrap_or_else(|_| panic!("{one} is a number"));
+            seed..seed + 1
+        }
+        Err(_) => 0..seed_count(count, default),
+    }
+}
+
+/// Runs each of `seeds`; panics with the first failure and how to replay it (`replay`=seed).
+pub fn check_seeds(seeds: std::ops::Range<u64>, replay: &str, run: impl Fn(u64) -> Run) {
+    for seed in seeds {
+        if let Err(err) = run(seed).result {
+            panic!("seed {seed} failed (replay: {replay}={seed}): {err}");
+        }
+    }
+}
+
 /// Runs each of `seeds` twice; panics naming the first seed that fails or whose two runs
 /// write different traces (and the first line where they part).
 pub fn assert_replays(seeds: std::ops::Range<u64>, run: impl Fn(u64) -> Run) {
@@ -110,6 +131,20 @@ mod tests {
         };
         assert_eq!(find_and_replay(0..10, run), (3, "broke at 3".into()));
         assert_replays(0..3, run);
+        check_seeds(0..3, "SEED", run);
+    }
+
+    #[test]
+    #[should_panic(expected = "seed 3 failed (replay: SEED=3)")]
+    fn a_failing_seed_names_its_replay() {
+        check_seeds(0..5, "SEED", |seed| Run {
+            trace: Vec::new(),
+            result: if seed == 3 {
+                Err("broke".into())
+            } else {
+                Ok(())
+            },
+        });
     }
 
     #[test]

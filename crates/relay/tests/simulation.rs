@@ -36,7 +36,7 @@ use starling_model::{
     TrackInfo, TrackProducer,
 };
 use starling_netsim::link::Laggy;
-use starling_netsim::trace::{assert_replays, seed_count, Run, Trace};
+use starling_netsim::trace::{assert_replays, check_seeds, chosen_seeds, seed_count, Run, Trace};
 use starling_proto::{Path, Protocol, SessionCode, Version};
 use starling_relay::cluster::PeerEntry;
 use starling_relay::{AuthConfig, RelayConfig, RelayCore};
@@ -631,22 +631,14 @@ fn run_seed(seed: u64) -> Run {
 
 #[test]
 fn seeded_relays_route_deliver_and_authorize_through_churn() {
-    if let Ok(seed) = std::env::var("RELAY_SIM_SEED") {
-        let seed: u64 = seed.parse().expect("RELAY_SIM_SEED is a number");
+    let seeds = chosen_seeds("RELAY_SIM_SEED", "RELAY_SIM_SEEDS", 1000);
+    if seeds.end - seeds.start == 1 {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
             .with_test_writer()
             .try_init();
-        if let Err(err) = run_seed(seed).result {
-            panic!("seed {seed}: {err}");
-        }
-        return;
     }
-    for seed in 0..seed_count("RELAY_SIM_SEEDS", 1000) {
-        if let Err(err) = run_seed(seed).result {
-            panic!("seed {seed} failed (replay: RELAY_SIM_SEED={seed}): {err}");
-        }
-    }
+    check_seeds(seeds, "RELAY_SIM_SEED", run_seed);
 }
 
 /// Two runs of a seed write the same trace: every event, every group's arrival at every

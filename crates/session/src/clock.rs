@@ -26,11 +26,6 @@ impl Clock {
         }
     }
 
-    /// Now, for durations and deadlines.
-    pub fn now(&self) -> tokio::time::Instant {
-        tokio::time::Instant::now()
-    }
-
     /// Now, as wall time.
     pub fn wall(&self) -> SystemTime {
         match self.simulated {

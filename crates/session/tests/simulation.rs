@@ -31,7 +31,7 @@ use starling_model::{
     TrackInfo, TrackProducer,
 };
 use starling_netsim::link::{laggy_pair, Laggy, Link};
-use starling_netsim::trace::{assert_replays, seed_count, Run, Trace};
+use starling_netsim::trace::{assert_replays, check_seeds, chosen_seeds, seed_count, Run, Trace};
 use starling_proto::{Path, RouteCost, SessionCode};
 use starling_session::{Accepting, ClientSetup, Session, SessionConfig};
 
@@ -646,6 +646,9 @@ fn rank(path: &str, chain: &[u64], cost: RouteCost) -> (bool, bool, usize, u64, 
 }
 
 fn run_seed(seed: u64) -> Run {
+    if std::env::var("SIM_TRACE").is_ok() {
+        eprintln!("SEED {seed}");
+    }
     // Hop ids, hash keys and every other draw the sessions make come from this thread's
     // generator, seeded like the mesh.
     starling_model::entropy::seed_thread(seed);
@@ -689,26 +692,15 @@ fn run_seed(seed: u64) -> Run {
 
 #[test]
 fn seeded_meshes_converge_loop_free_with_one_upstream_per_track() {
-    if let Ok(seed) = std::env::var("SIM_SEED") {
-        let seed: u64 = seed.parse().expect("SIM_SEED is a number");
+    let seeds = chosen_seeds("SIM_SEED", "SIM_SEEDS", 3000);
+    if seeds.end - seeds.start == 1 {
         // RUST_LOG=starling_session=debug shows the sessions' side of a replay.
         let _ = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
             .with_test_writer()
             .try_init();
-        if let Err(err) = run_seed(seed).result {
-            panic!("seed {seed}: {err}");
-        }
-        return;
     }
-    for seed in 0..seed_count("SIM_SEEDS", 3000) {
-        if std::env::var("SIM_TRACE").is_ok() {
-            eprintln!("SEED {seed}");
-        }
-        if let Err(err) = run_seed(seed).result {
-            panic!("seed {seed} failed (replay: SIM_SEED={seed}): {err}");
-        }
-    }
+    check_seeds(seeds, "SIM_SEED", run_seed);
 }
 
 /// A seed replays exactly: two runs of each write the same trace (every event, every group's

@@ -64,12 +64,12 @@ fn deadline(expires: Option<SystemTime>, clock: starling_session::Clock) -> Opti
 }
 
 impl Lease {
-    /// A lease nothing re-checks (an open relay), ending only at `expires`.
-    pub(crate) fn fixed(expires: Option<SystemTime>) -> Self {
+    /// A lease nothing re-checks and nothing ends (an open relay).
+    pub(crate) fn open() -> Self {
         Lease {
             held: None,
             admitted: None,
-            expires: deadline(expires, starling_session::Clock::system()),
+            expires: None,
             report: None,
         }
     }

@@ -251,7 +251,7 @@ impl Authority {
                     permissions: None,
                     peer: false,
                 };
-                (grant, Lease::fixed(None))
+                (grant, Lease::open())
             }
             Mode::Decided { cache, server } => {
                 let request = facts.request(&self.node);

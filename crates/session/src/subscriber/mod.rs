@@ -106,8 +106,6 @@ async fn pull<T: Transport>(
     };
 
     let (send, recv) = shared.transport.open_bi().await?;
-    let writer = Writer::new(send, shared.version);
-    let mut reader = Reader::new(recv, shared.version, &shared.budget, Rank::Control);
     // Readers' demand, aggregated (priority max, max age max) and clamped to the publisher's
     // window, goes upstream; it is updated as readers with larger demands arrive. A relay
     // asks for the whole window (`pull_window`).
@@ -115,8 +113,8 @@ async fn pull<T: Transport>(
     let mut subscription = LiteWire::<T> {
         version: shared.version,
         max_message: limits.max_control_message,
-        writer,
-        reader: None,
+        writer: Writer::new(send, shared.version),
+        reader: Reader::new(recv, shared.version, &shared.budget, Rank::Control),
         arrived,
         resume,
         first: None,
@@ -146,12 +144,12 @@ async fn pull<T: Transport>(
     // Before 05 the publisher answers one OK (untyped on 01/02) and ends the subscription
     // with a FIN alone.
     if !shared.version.has_typed_responses() {
-        reader
+        subscription
+            .reader
             .message::<LegacySubscribeOk>(limits.max_control_message)
             .await?
             .ok_or(Error::Stream(StreamCode::Cancelled))?;
     }
-    subscription.reader = Some(reader);
     crate::pulls::follow(subscription, track, demand, unused.as_mut()).await
 }
 
@@ -162,7 +160,7 @@ struct LiteWire<T: Transport> {
     version: starling_proto::Version,
     max_message: usize,
     writer: Writer<T::Send>,
-    reader: Option<Reader<T::Recv>>,
+    reader: Reader<T::Recv>,
     arrived: Arc<Upstream>,
     /// After a handover, where the subscription asked to resume.
     resume: Option<u64>,
@@ -225,8 +223,7 @@ impl<T: Transport> LiteWire<T> {
 
 impl<T: Transport> PullWire for LiteWire<T> {
     async fn next(&mut self) -> Result<Option<PullEnd>, Error> {
-        let reader = self.reader.as_mut().expect("set before the engine runs");
-        let response = match next_response(reader, self.version, self.max_message).await {
+        let response = match next_response(&mut self.reader, self.version, self.max_message).await {
             Ok(response) => response,
             // The publisher declared the end, then its stream died with its session before
             // the FIN (moq-cli closes at the end of its input, at times before finishing
