@@ -7,7 +7,7 @@ mod common;
 
 use common::{bind_relay, within};
 use starling_model::{BroadcastProducer, Limits, Origin, Route, StartAt, TrackInfo};
-use starling_proto::{Path, Role, SessionCode, Version};
+use starling_proto::{Path, Protocol, Role, SessionCode, Version};
 use starling_relay::RelayConfig;
 use starling_session::{random_hop, ClientSetup, Session, SessionConfig};
 use starling_transport::TransportError;
@@ -60,7 +60,7 @@ async fn a_client_offering_no_known_protocol_negotiates_in_band() {
     ))
     .await
     .expect("negotiated in band");
-    assert_eq!(subscriber.version(), Version::Lite02);
+    assert_eq!(subscriber.protocol(), Protocol::Lite(Version::Lite02));
 
     let interest = seen.interest(Path::empty()).unwrap();
     let mut changed = Vec::new();

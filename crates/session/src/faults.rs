@@ -7,8 +7,9 @@ use std::cell::Cell;
 /// A bug the session can be told to have.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fault {
-    /// When a peer's announce stream ends (the peer crashed or its link was cut), the routes
-    /// it announced stay in the origin.
+    /// When what carried a peer's announcements ends (its announce stream or namespace
+    /// request: the peer crashed or its link was cut), the routes it announced stay in the
+    /// origin (`hearing.rs`).
     KeepRoutesOfLostPeers,
 }
 

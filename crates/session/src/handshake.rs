@@ -159,10 +159,6 @@ impl<T: Transport> Accepting<T> {
         &self.setup
     }
 
-    pub fn version(&self) -> Version {
-        self.version
-    }
-
     /// The protocol the session speaks.
     pub fn protocol(&self) -> Protocol {
         match &self.ietf {

@@ -18,6 +18,7 @@ mod frames;
 mod future_set;
 mod gate;
 mod handshake;
+mod hearing;
 mod ietf;
 mod inflight;
 mod ledger;

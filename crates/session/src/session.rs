@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use starling_model::BroadcastConsumer;
-use starling_proto::{BidiType, Path, Protocol, SessionCode, StreamCode, Version};
+use starling_proto::{BidiType, Path, Protocol, SessionCode, StreamCode};
 use starling_transport::Transport;
 
 use crate::error::Error;
@@ -30,11 +30,8 @@ impl<T: Transport> Clone for Session<T> {
 }
 
 impl<T: Transport> Session<T> {
-    pub fn version(&self) -> Version {
-        self.shared.version
-    }
-
-    /// The protocol the session speaks.
+    /// The protocol the session speaks (an IETF session's draft, never the lite codec its
+    /// model semantics come from).
     pub fn protocol(&self) -> Protocol {
         match self.shared.ietf.as_ref().map(|state| state.draft) {
             Some(draft) => Protocol::Ietf(draft),

@@ -78,7 +78,7 @@ pub async fn start_session<T: starling_transport::Transport>(
     ensure!(
         session.protocol() == case.version,
         "session runs {}",
-        session.version()
+        session.protocol()
     );
     Ok(session)
 }

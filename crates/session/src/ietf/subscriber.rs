@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use starling_model::{BroadcastProducer, Demand, Frame, Route, RouteHandle, TrackRequest};
+use starling_model::{Demand, Frame, TrackRequest};
 use starling_proto::ietf::datagram::{DatagramBody, ObjectDatagram};
 use starling_proto::ietf::namespace::{ClusterParams, PublishNamespace, SubscribeNamespace};
 use starling_proto::ietf::reply::{RefusalCode, Refused, RequestOk};
@@ -23,13 +23,13 @@ use starling_proto::ietf::subscribe::{Subscribe, DEFAULT_PRIORITY};
 use starling_proto::ietf::{Control, Filter};
 use starling_proto::{Path, RouteCost, StreamCode, TrackInfo};
 use starling_transport::Transport;
-use tokio_util::sync::CancellationToken;
 
 use super::data::{Object, ObjectIds};
 use super::request::Request;
 use super::{refuse, wire_stream_code};
 use crate::error::Error;
 use crate::frames::read_payload;
+use crate::hearing::Heard;
 use crate::pulls::{unused, PullEnd, PullWire, Pulled, Puller, Unregister};
 use crate::reader::Reader;
 use crate::shared::ietf::Ietf;
@@ -42,83 +42,37 @@ const ALIAS_WAIT: Duration = Duration::from_secs(1);
 /// How long an ended subscription waits for the group streams its PUBLISH_DONE counts.
 const OWED_GRACE: Duration = Duration::from_secs(1);
 
-/// One namespace the peer advertised, published as a route while its chain is loop-free.
-struct Source {
-    /// Where the route is published (absolute).
-    path: Path,
-    /// The route in the origin; `None` while a re-advertisement's chain holds our own hop or
-    /// runs past the hop limit (a reflection: withdrawn until a later one is clean again).
-    route: Option<RouteHandle>,
-    broadcast: Arc<BroadcastProducer>,
-    stop: CancellationToken,
-    /// The route's chain and cost as advertised (cost with the link's price).
-    hops: Vec<u64>,
-    cost: RouteCost,
-    /// The peer sent GOAWAY: the route costs the maximum from then on.
-    draining: bool,
-    /// Its entry in the relay-wide state ledger, released with it.
-    _entry: Option<crate::StateEntry>,
+/// The chain and cost a re-advertisement carries (MoQ Cluster: a REQUEST_UPDATE on
+/// PUBLISH_NAMESPACE, a repeated NAMESPACE), the link's price in the cost; what is absent (or
+/// sent by a peer that did not declare clustering) is kept.
+fn readvertised<T: Transport>(
+    shared: &Ietf<T>,
+    cluster: Option<&ClusterParams>,
+) -> (Option<Vec<u64>>, Option<RouteCost>) {
+    match cluster.filter(|_| shared.state().peer_clusters()) {
+        Some(cluster) => (
+            cluster
+                .hop_path
+                .as_ref()
+                .map(|hops| hops.as_slice().to_vec()),
+            cluster
+                .route_cost
+                .map(|cost| RouteCost::new(cost).charged(shared.link_cost())),
+        ),
+        None => (None, None),
+    }
 }
 
-impl Source {
-    /// The peer re-priced the route (MoQ Cluster: a REQUEST_UPDATE on PUBLISH_NAMESPACE, a
-    /// repeated NAMESPACE), or is draining: what is absent is kept. A chain that now passes
-    /// through us (or runs too long) takes the route out of the origin, as lite's
-    /// ANNOUNCE_UPDATE does; a later clean one puts it back.
-    fn reprice<T: Transport>(
-        &mut self,
-        shared: &Ietf<T>,
-        cluster: Option<&ClusterParams>,
-        draining: bool,
-    ) -> Result<(), Error> {
-        let clusters = shared.state().peer_clusters();
-        if let Some(cluster) = cluster.filter(|_| clusters) {
-            if let Some(hops) = &cluster.hop_path {
-                self.hops = hops.as_slice().to_vec();
-            }
-            if let Some(cost) = cluster.route_cost {
-                self.cost = RouteCost::new(cost).charged(shared.link_cost());
-            }
-        }
-        self.draining |= draining;
-        let cost = if self.draining {
-            RouteCost::MAX
-        } else {
-            self.cost
-        };
-        let Some(origin) = shared.config.consume.as_ref() else {
-            return Ok(());
-        };
-        let clean =
-            !self.hops.contains(&shared.config.hop) && self.hops.len() <= shared.config.max_hops;
-        let route = Route::learned(self.hops.clone(), cost, shared.config.cluster_peer);
-        match (&self.route, clean) {
-            (Some(handle), true) => origin.update_route(handle, route),
-            (Some(_), false) => origin.unpublish_all(self.route.take()),
-            (None, true) => {
-                let handle = origin.publish(self.path.clone(), self.broadcast.consume(), route)?;
-                self.route = Some(handle);
-            }
-            (None, false) => {}
-        }
-        Ok(())
-    }
-
-    /// Withdraw the route: explicitly (the peer said so; routes through it go stale) or
-    /// because the advertisement's carrier ended.
-    fn end<T: Transport>(self, shared: &Ietf<T>, explicit: bool) {
-        self.broadcast.close();
-        self.stop.cancel();
-        shared.stats.routes.fetch_sub(1, Ordering::Relaxed);
-        let Some(origin) = shared.config.consume.as_ref() else {
-            return;
-        };
-        if explicit {
-            origin.withdraw_all(shared.peer_hop(), self.route);
-        } else {
-            origin.unpublish_all(self.route);
-        }
-    }
+/// Re-price `heard` as a re-advertisement says; a chain that now passes through us (or runs
+/// too long) takes the route out of the origin, as lite's ANNOUNCE_UPDATE does, and a later
+/// clean one puts it back.
+fn reprice<T: Transport>(
+    shared: &Ietf<T>,
+    heard: &mut Heard,
+    cluster: Option<&ClusterParams>,
+) -> Result<(), Error> {
+    let (hops, cost) = readvertised(shared, cluster);
+    heard.reprice(shared, hops, cost)
 }
 
 /// Publish the peer's namespace `wire` (relative to the root) as a route, or say why not.
@@ -126,7 +80,7 @@ fn publish_route<T: Transport>(
     shared: &Ietf<T>,
     wire: &Path,
     cluster: Option<&ClusterParams>,
-) -> Result<Result<Source, RefusalCode>, Error> {
+) -> Result<Result<Heard, RefusalCode>, Error> {
     let state = shared.state();
     let Some(origin) = shared.config.consume.clone() else {
         return Ok(Err(RefusalCode::Unauthorized));
@@ -159,41 +113,17 @@ fn publish_route<T: Transport>(
     if shared.stats.routes.load(Ordering::Relaxed) as usize >= shared.config.limits.max_announces {
         return Err(Error::Bound("announces"));
     }
-    let entry = shared.charge_route()?;
     let path = shared.absolute(wire)?;
-    let broadcast = Arc::new(shared.config.dynamic_broadcast());
-    let route = Route::learned(chain.clone(), cost, shared.config.cluster_peer);
-    let handle = origin.publish(path.clone(), broadcast.consume(), route)?;
-    shared.stats.routes.fetch_add(1, Ordering::Relaxed);
-    let stop = CancellationToken::new();
-    let task = crate::pulls::serve_requests(
-        shared.shared().clone(),
-        wire.clone(),
-        broadcast.clone(),
+    let draining = shared.goaway.lock().is_some();
+    let heard = Heard::start(
+        shared,
+        origin,
+        (path, wire.clone()),
+        (chain, cost),
+        draining,
         IetfPull(shared.clone()),
-    );
-    let task_stop = stop.clone();
-    shared.spawn(async move {
-        tokio::select! {
-            biased;
-            _ = task_stop.cancelled() => {}
-            _ = task => {}
-        }
-    });
-    let mut source = Source {
-        path,
-        route: Some(handle),
-        broadcast,
-        stop,
-        hops: chain,
-        cost,
-        draining: false,
-        _entry: entry,
-    };
-    if shared.goaway.lock().is_some() {
-        source.reprice(shared, None, true)?;
-    }
-    Ok(Ok(source))
+    )?;
+    Ok(Ok(heard))
 }
 
 /// The peer's PUBLISH_NAMESPACE: a route while the request lives (until PUBLISH_NAMESPACE_DONE
@@ -204,8 +134,8 @@ pub(crate) async fn publish_namespace<T: Transport>(
     msg: PublishNamespace,
 ) -> Result<(), Error> {
     let cluster = (msg.cluster != ClusterParams::default()).then_some(&msg.cluster);
-    let mut source = match publish_route(shared, &msg.namespace, cluster)? {
-        Ok(source) => source,
+    let mut heard = match publish_route(shared, &msg.namespace, cluster)? {
+        Ok(heard) => heard,
         Err(code) => {
             return refuse(
                 request,
@@ -228,8 +158,8 @@ pub(crate) async fn publish_namespace<T: Transport>(
         loop {
             let next = tokio::select! {
                 biased;
-                _ = shared.going_away(), if !source.draining => {
-                    source.reprice(shared, None, true)?;
+                _ = shared.going_away(), if !heard.draining() => {
+                    heard.drain(shared)?;
                     continue;
                 }
                 next = request.recv() => next,
@@ -242,7 +172,7 @@ pub(crate) async fn publish_namespace<T: Transport>(
                         hop_path: update.hop_path.clone(),
                         route_cost: update.route_cost,
                     };
-                    source.reprice(shared, Some(&cluster), false)?;
+                    reprice(shared, &mut heard, Some(&cluster))?;
                     let ok = Control::RequestOk {
                         answers: None,
                         ok: RequestOk {
@@ -262,7 +192,11 @@ pub(crate) async fn publish_namespace<T: Transport>(
         }
     }
     .await;
-    source.end(shared, matches!(result, Ok(true)));
+    if matches!(result, Ok(true)) {
+        heard.withdraw(shared, shared.peer_hop());
+    } else {
+        Heard::lost(shared, [heard]);
+    }
     result.map(|_| ())
 }
 
@@ -299,7 +233,7 @@ pub(crate) async fn subscribe_namespace<T: Transport>(shared: Ietf<T>, prefix: P
                 ))
             }
         }
-        let mut live: Map<Path, Source> = Map::default();
+        let mut live: Map<Path, Heard> = Map::default();
         let mut draining = false;
         let result = async {
             loop {
@@ -308,8 +242,8 @@ pub(crate) async fn subscribe_namespace<T: Transport>(shared: Ietf<T>, prefix: P
                     _ = shared.going_away(), if !draining => {
                         // Every route through a draining peer costs the maximum.
                         draining = true;
-                        for source in live.values_mut() {
-                            source.reprice(&shared, None, true)?;
+                        for heard in live.values_mut() {
+                            heard.drain(&shared)?;
                         }
                         continue;
                     }
@@ -321,20 +255,20 @@ pub(crate) async fn subscribe_namespace<T: Transport>(shared: Ietf<T>, prefix: P
                             .join(&ns.suffix)
                             .map_err(|_| Error::ProtocolViolation(Violation::NamespaceTooLong))?;
                         // A repeat for a live suffix is an update.
-                        if let Some(source) = live.get_mut(&wire) {
-                            source.reprice(&shared, ns.cluster.as_ref(), false)?;
+                        if let Some(heard) = live.get_mut(&wire) {
+                            reprice(&shared, heard, ns.cluster.as_ref())?;
                             continue;
                         }
-                        if let Ok(source) = publish_route(&shared, &wire, ns.cluster.as_ref())? {
-                            live.insert(wire, source);
+                        if let Ok(heard) = publish_route(&shared, &wire, ns.cluster.as_ref())? {
+                            live.insert(wire, heard);
                         }
                     }
                     Ok(Some(Control::NamespaceDone(ns))) if draft.has_namespace_messages() => {
                         let wire = prefix
                             .join(&ns.suffix)
                             .map_err(|_| Error::ProtocolViolation(Violation::NamespaceTooLong))?;
-                        if let Some(source) = live.remove(&wire) {
-                            source.end(&shared, true);
+                        if let Some(heard) = live.remove(&wire) {
+                            heard.withdraw(&shared, shared.peer_hop());
                         }
                     }
                     Ok(None) | Err(Error::Transport(_)) => return Ok(()),
@@ -348,9 +282,7 @@ pub(crate) async fn subscribe_namespace<T: Transport>(shared: Ietf<T>, prefix: P
             }
         }
         .await;
-        for (_, source) in live.drain() {
-            source.end(&shared, false);
-        }
+        Heard::lost(&shared, live.drain().map(|(_, heard)| heard));
         result
     }
     .await;

@@ -152,6 +152,8 @@ impl Upstream {
 
 pub(crate) struct Shared<T: Transport> {
     pub transport: T,
+    /// The lite codec in force: the negotiated version, or on an IETF session lite-06, whose
+    /// model semantics its tracks take. Never reported: [`crate::Session::protocol`] is.
     pub version: Version,
     pub config: SessionConfig,
     pub peer: PeerSetup,

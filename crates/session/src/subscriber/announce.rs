@@ -3,52 +3,21 @@
 //! session pulls from the peer on demand.
 
 use starling_model::entropy::{Map, Set};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use starling_model::{BroadcastProducer, Route, RouteHandle};
 use starling_proto::{
     Announce, AnnounceDecoder, AnnounceInit, AnnounceOk, AnnounceRequest, AnnounceStatus,
     Announcement, BidiType, CompressedAnnouncement, DecodeError, Hops, Path, RouteCost, StreamCode,
 };
 use starling_transport::Transport;
-use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
+use crate::hearing::Heard;
 use crate::rank::Rank;
 use crate::reader::Reader;
 use crate::shared::{reset_code, Shared};
 use crate::violation::Violation;
 use crate::writer::Writer;
-
-/// One live announcement from the peer.
-struct Live {
-    path: Path,
-    route: RouteHandle,
-    /// The route's chain, kept to re-price it when the peer drains.
-    hops: Arc<[u64]>,
-    broadcast: Arc<BroadcastProducer>,
-    stop: CancellationToken,
-    /// Its entry in the relay-wide state ledger, released with it.
-    _entry: Option<crate::StateEntry>,
-}
-
-impl Live {
-    fn end(self) -> RouteHandle {
-        self.broadcast.close();
-        self.stop.cancel();
-        self.route
-    }
-}
-
-impl<T: Transport> Announces<T> {
-    /// Take a live announcement out, uncounting its route.
-    fn take(&mut self, id: u64) -> Option<Live> {
-        let live = self.by_id.remove(&id)?;
-        self.shared.stats.routes.fetch_sub(1, Ordering::Relaxed);
-        Some(live)
-    }
-}
 
 /// Run one announce interest for `prefix` (relative to the root) for the session's lifetime.
 /// Any failure on the stream ends the session, as moq-net does.
@@ -165,7 +134,9 @@ async fn run<T: Transport>(shared: &Arc<Shared<T>>, prefix: &Path) -> Result<(),
         let step = tokio::select! {
             biased;
             _ = shared.going_away(), if !draining => {
-                state.drain();
+                if let Err(err) = state.drain() {
+                    break Err(err);
+                }
                 continue;
             }
             step = next => step,
@@ -187,14 +158,13 @@ struct Announces<T: Transport> {
     responder: u64,
     link: u64,
     /// lite-06: live ids.
-    by_id: Map<u64, Live>,
+    by_id: Map<u64, Heard>,
     /// Live suffixes (and, on 06, their ids).
     by_suffix: Map<Path, u64>,
     /// lite-06: live ids we did not publish (reflections, or outside the peer's grant).
     dropped: Set<u64>,
     next_id: u64,
-    /// The peer sent GOAWAY: every route it announced, now and later, costs the maximum, so
-    /// any other route wins while its sessions move (moq-net's drain pricing).
+    /// The peer sent GOAWAY: every route it announced, now and later, costs the maximum.
     draining: bool,
 }
 
@@ -217,31 +187,24 @@ impl<T: Transport> Announces<T> {
         Some(chain)
     }
 
-    fn route(&self, chain: Vec<u64>, cost: RouteCost) -> Route {
-        let cost = if self.draining {
-            RouteCost::MAX
-        } else {
-            cost.charged(self.link)
-        };
-        Route::learned(chain, cost, self.shared.config.cluster_peer)
-    }
-
     /// The peer is going away: re-price every live route to the maximum at once.
-    fn drain(&mut self) {
+    fn drain(&mut self) -> Result<(), Error> {
         self.draining = true;
-        for live in self.by_id.values() {
-            let route = Route {
-                hops: live.hops.clone(),
-                cost: RouteCost::MAX,
-                peer: self.shared.config.cluster_peer,
-            };
-            self.origin.update_route(&live.route, route);
+        for heard in self.by_id.values_mut() {
+            heard.drain(&self.shared)?;
         }
+        Ok(())
     }
 
     /// Publish a live announcement; false when it is dropped instead (outside the peer's
     /// grant), which still consumes its id.
-    fn start(&mut self, id: u64, suffix: Path, route: Route) -> Result<bool, Error> {
+    fn start(
+        &mut self,
+        id: u64,
+        suffix: Path,
+        chain: Vec<u64>,
+        cost: RouteCost,
+    ) -> Result<bool, Error> {
         if self.by_suffix.len() + self.dropped.len() >= self.shared.config.limits.max_announces {
             return Err(Error::Bound("announces"));
         }
@@ -256,40 +219,16 @@ impl<T: Transport> Announces<T> {
             tracing::debug!(%wire, "announcement outside the peer's grant dropped");
             return Ok(false);
         }
-        let entry = self.shared.charge_route()?;
-        let broadcast = Arc::new(self.shared.config.dynamic_broadcast());
-        let hops = route.hops.clone();
-        let handle = self
-            .origin
-            .publish(path.clone(), broadcast.consume(), route)?;
-        let stop = CancellationToken::new();
-        let task = crate::pulls::serve_requests(
-            self.shared.clone(),
-            wire,
-            broadcast.clone(),
+        let heard = Heard::start(
+            &self.shared,
+            self.origin.clone(),
+            (path, wire),
+            (chain, cost.charged(self.link)),
+            self.draining,
             super::LitePull,
-        );
-        let task_stop = stop.clone();
-        self.shared.spawn(async move {
-            tokio::select! {
-                biased;
-                _ = task_stop.cancelled() => {}
-                _ = task => {}
-            }
-        });
+        )?;
         self.by_suffix.insert(suffix, id);
-        self.shared.stats.routes.fetch_add(1, Ordering::Relaxed);
-        self.by_id.insert(
-            id,
-            Live {
-                path,
-                route: handle,
-                hops,
-                broadcast,
-                stop,
-                _entry: entry,
-            },
-        );
+        self.by_id.insert(id, heard);
         Ok(true)
     }
 
@@ -302,10 +241,7 @@ impl<T: Transport> Announces<T> {
                     return Err(Error::ProtocolViolation(Violation::DuplicateAnnounce));
                 }
                 let published = match self.chain(&hops) {
-                    Some(chain) => {
-                        let route = self.route(chain, cost);
-                        self.start(id, suffix, route)?
-                    }
+                    Some(chain) => self.start(id, suffix, chain, cost)?,
                     None => false,
                 };
                 if !published {
@@ -323,22 +259,18 @@ impl<T: Transport> Announces<T> {
                 }
                 let Some(chain) = self.chain(&hops) else {
                     // Now a reflection: withdraw it.
-                    if let Some(live) = self.take(id) {
+                    if let Some(heard) = self.by_id.remove(&id) {
                         self.by_suffix.retain(|_, v| *v != id);
-                        self.origin.unpublish_all([live.end()]);
+                        heard.unpublish(&self.shared);
                         self.dropped.insert(id);
                     }
                     return Ok(());
                 };
-                let route = self.route(chain, cost);
+                let cost = cost.charged(self.link);
                 match self.by_id.get_mut(&id) {
-                    Some(live) => {
-                        live.hops = route.hops.clone();
-                        self.origin.update_route(&live.route, route);
-                    }
-                    None => return Err(Error::ProtocolViolation(Violation::UnknownAnnounceId)),
+                    Some(heard) => heard.reprice(&self.shared, Some(chain), Some(cost)),
+                    None => Err(Error::ProtocolViolation(Violation::UnknownAnnounceId)),
                 }
-                Ok(())
             }
             Announcement::End { id } => {
                 if id >= self.next_id {
@@ -347,16 +279,15 @@ impl<T: Transport> Announces<T> {
                 if self.dropped.remove(&id) {
                     return Ok(());
                 }
-                let Some(live) = self.take(id) else {
+                let Some(heard) = self.by_id.remove(&id) else {
                     return Err(Error::ProtocolViolation(Violation::RetiredAnnounceId));
                 };
-                let suffix = live
-                    .path
+                let suffix = heard
+                    .path()
                     .strip_prefix(&self.base)
                     .unwrap_or_else(Path::empty);
                 self.by_suffix.remove(&suffix);
-                // An explicit END: routes through the peer go stale (cluster statement 15).
-                self.origin.withdraw_all(self.responder, [live.end()]);
+                heard.withdraw(&self.shared, self.responder);
                 Ok(())
             }
             Announcement::Unknown { .. } => Ok(()),
@@ -370,26 +301,26 @@ impl<T: Transport> Announces<T> {
                 let Some(chain) = self.chain(&msg.hops) else {
                     return Ok(());
                 };
-                let route = self.route(chain, RouteCost::UNKNOWN);
                 if let Some(id) = self.by_suffix.get(&msg.suffix) {
                     if !self.shared.version.restart_supported() {
                         // Before 05 a live path is never announced twice.
                         return Err(Error::ProtocolViolation(Violation::DuplicateAnnounce));
                     }
-                    if let Some(live) = self.by_id.get_mut(id) {
-                        live.hops = route.hops.clone();
-                        self.origin.update_route(&live.route, route);
+                    let cost = RouteCost::UNKNOWN.charged(self.link);
+                    if let Some(heard) = self.by_id.get_mut(id) {
+                        heard.reprice(&self.shared, Some(chain), Some(cost))?;
                     }
                     return Ok(());
                 }
                 let id = self.next_id;
                 self.next_id += 1;
-                self.start(id, msg.suffix, route).map(|_| ())
+                self.start(id, msg.suffix, chain, RouteCost::UNKNOWN)
+                    .map(|_| ())
             }
             AnnounceStatus::Ended => {
                 if let Some(id) = self.by_suffix.remove(&msg.suffix) {
-                    if let Some(live) = self.take(id) {
-                        self.origin.withdraw_all(self.responder, [live.end()]);
+                    if let Some(heard) = self.by_id.remove(&id) {
+                        heard.withdraw(&self.shared, self.responder);
                     }
                 }
                 Ok(())
@@ -399,17 +330,8 @@ impl<T: Transport> Announces<T> {
 
     /// The stream ended: every broadcast it announced is gone, removed in one batch.
     fn end_all(&mut self) {
-        let handles: Vec<RouteHandle> = self.by_id.drain().map(|(_, live)| live.end()).collect();
-        self.shared
-            .stats
-            .routes
-            .fetch_sub(handles.len() as u64, Ordering::Relaxed);
         self.by_suffix.clear();
-        #[cfg(feature = "faults")]
-        if crate::faults::planted(crate::faults::Fault::KeepRoutesOfLostPeers) {
-            std::mem::forget(handles);
-            return;
-        }
-        self.origin.unpublish_all(handles);
+        let heard = self.by_id.drain().map(|(_, heard)| heard);
+        Heard::lost(&self.shared, heard);
     }
 }
