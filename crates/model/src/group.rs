@@ -183,8 +183,9 @@ pub(crate) trait GroupHome: Send + Sync + std::fmt::Debug {
     /// so it only counts (atomics, never the track's lock); what it returns is done by
     /// [`GroupHome::settle`] once the group is unlocked.
     fn charge(&self, size: usize, timestamp: u64, first: bool) -> Settle;
-    /// Apply the track's cache policy and the relay-wide budget, as a charge asked.
-    fn settle(&self, settle: Settle);
+    /// Apply the track's cache policy and the relay-wide budget, as a charge of the group at
+    /// `arrival` (its key in the track) asked.
+    fn settle(&self, arrival: u64, settle: Settle);
     /// The source writing `group` was lost: `true` when the track keeps it for the next.
     fn orphan(&self, group: &Group) -> bool;
 }
@@ -198,6 +199,16 @@ pub(crate) struct Settle {
     pub(crate) policy: bool,
     /// The relay-wide budget is over.
     pub(crate) budget: bool,
+    /// The group's first frame was stamped so: the track keeps it beside the group, where its
+    /// age policy reads it with no pointer to chase.
+    pub(crate) started: Option<u64>,
+}
+
+/// The track a group belongs to, and the group's key there.
+#[derive(Debug)]
+pub(crate) struct Home {
+    pub(crate) track: Arc<dyn GroupHome>,
+    pub(crate) arrival: u64,
 }
 
 /// Writes frames into a group. Dropping it without `finish` aborts the group as cancelled.
@@ -206,7 +217,7 @@ pub struct GroupProducer {
     group: Arc<Group>,
     limits: Limits,
     /// The track whose cache accounts this group's bytes and timestamps, if any.
-    track: Option<Arc<dyn GroupHome>>,
+    home: Option<Home>,
     /// Frames still to skip: a group continued from a new source starts again at its first
     /// frame, and what the group already holds is not written twice.
     skip: usize,
@@ -217,15 +228,11 @@ pub struct GroupProducer {
 }
 
 impl GroupProducer {
-    pub(crate) fn new(
-        group: Arc<Group>,
-        limits: Limits,
-        track: Option<Arc<dyn GroupHome>>,
-    ) -> Self {
+    pub(crate) fn new(group: Arc<Group>, limits: Limits, home: Option<Home>) -> Self {
         GroupProducer {
             group,
             limits,
-            track,
+            home,
             skip: 0,
             resumable: false,
             pending: None,
@@ -371,19 +378,19 @@ impl GroupProducer {
     /// Charge an admitted frame to the group and its track's cache (under the group's lock,
     /// which a group that expires takes to give its charge back).
     fn charge(&self, state: &mut GroupState, size: usize, timestamp: u64) -> Settle {
-        let Some(track) = &self.track else {
+        let Some(home) = &self.home else {
             return Settle::default();
         };
         state.charged_bytes += size;
         state.charged_cost += size + FRAME_OVERHEAD;
         let first = self.group.start.set(timestamp).is_ok();
-        track.charge(size, timestamp, first)
+        home.track.charge(size, timestamp, first)
     }
 
     /// What the charge left for the track, with the group unlocked.
     fn settle(&self, settle: Settle) {
-        if let (Some(track), true) = (&self.track, settle.policy || settle.budget) {
-            track.settle(settle);
+        if let (Some(home), true) = (&self.home, settle.policy || settle.budget) {
+            home.track.settle(home.arrival, settle);
         }
     }
 
@@ -423,10 +430,10 @@ impl GroupProducer {
 impl Drop for GroupProducer {
     fn drop(&mut self) {
         if self.resumable {
-            if let Some(track) = &self.track {
+            if let Some(home) = &self.home {
                 // Decided under the track's lock, so a track closing at the same moment
                 // either sees the orphan and aborts it, or we see it closed.
-                if track.orphan(&self.group) {
+                if home.track.orphan(&self.group) {
                     return;
                 }
             }

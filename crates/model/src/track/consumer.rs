@@ -186,7 +186,7 @@ impl TrackConsumer {
         let info = state.info.unwrap_or_default();
         let reach =
             newest_timestamp.saturating_sub(StartAt::ticks(start.max_age_ms, info.timescale));
-        for (arrival, group) in &state.groups {
+        for (arrival, super::Cached { group, .. }) in &state.groups {
             if group.sequence() < floor {
                 continue;
             }
@@ -222,14 +222,14 @@ impl TrackConsumer {
         let next = state
             .groups
             .range(cursor..)
-            .find(|(_, group)| {
+            .find(|(_, super::Cached { group, .. })| {
                 let sequence = group.sequence();
                 sequence >= floor
                     || reach.is_some_and(|reach| {
                         sequence >= start_floor && group.start().is_none_or(|ts| ts >= reach)
                     })
             })
-            .map(|(arrival, group)| (*arrival, group.clone()));
+            .map(|(arrival, cached)| (*arrival, cached.group.clone()));
         if let Some((arrival, group)) = next {
             if !self.delivered_any {
                 // Stragglers below the first delivered group are never sent.
@@ -273,7 +273,7 @@ impl TrackConsumer {
     pub fn group(&self, sequence: u64) -> Option<GroupConsumer> {
         let state = self.shared.state.lock();
         let arrival = *state.by_sequence.get(&sequence)?;
-        let group = state.groups.get(&arrival)?.clone();
+        let group = state.groups.get(&arrival)?.group.clone();
         Some(GroupConsumer::new(group, 0))
     }
 

@@ -22,7 +22,7 @@ use starling_proto::StreamCode;
 
 use crate::cache::{CacheBudget, CacheMember, Leave, Membership, FRAME_OVERHEAD, GROUP_OVERHEAD};
 use crate::error::ModelError;
-use crate::group::{Group, GroupConsumer, GroupHome, GroupProducer, Settle};
+use crate::group::{Group, GroupConsumer, GroupHome, GroupProducer, Home, Settle};
 use crate::route::Route;
 use crate::stats::TrackStats;
 use crate::waiters::Waiters;
@@ -51,13 +51,22 @@ pub struct Demand {
     pub max_age_ms: u64,
 }
 
+/// A cached group, with the timestamp of its first frame once that frame settled: the age
+/// policy reads it here, beside the key it walks, instead of in the group (a cache miss a
+/// group, with thousands of tracks).
+#[derive(Debug)]
+pub(super) struct Cached {
+    pub(super) group: Arc<Group>,
+    start: Option<u64>,
+}
+
 #[derive(Debug)]
 struct TrackState {
     info: Option<TrackInfo>,
     /// Cached groups by arrival index: only live ones, so sequence gaps or a latest group
     /// that never leaves cannot grow it (it holds at most the cache's group bound, plus the
     /// latest).
-    groups: BTreeMap<u64, Arc<Group>>,
+    groups: BTreeMap<u64, Cached>,
     /// Arrival index of the next group: at most the next group's (a track in the relay-wide
     /// budget takes the budget's stamps, which other tracks' groups also advance).
     next_arrival: u64,
@@ -147,12 +156,17 @@ impl TrackShared {
                 .cache
                 .as_ref()
                 .is_some_and(|cache| cache.budget.charge(cost)),
+            started: first.then_some(timestamp),
         }
     }
 
-    fn settle(&self, settle: Settle) {
+    fn settle(&self, arrival: u64, settle: Settle) {
         if settle.policy {
-            self.enforce_cache(&mut self.state.lock());
+            let mut state = self.state.lock();
+            if let (Some(start), Some(cached)) = (settle.started, state.groups.get_mut(&arrival)) {
+                cached.start = Some(start);
+            }
+            self.enforce_cache(&mut state);
         }
         if settle.budget {
             self.shrink_budget();
@@ -214,7 +228,7 @@ impl TrackShared {
 
     /// Take the group that arrived `arrival`-th out of the cache and expire it.
     fn remove_group(&self, state: &mut TrackState, arrival: u64, why: Leave) {
-        let Some(group) = state.groups.remove(&arrival) else {
+        let Some(Cached { group, .. }) = state.groups.remove(&arrival) else {
             return;
         };
         let sequence = group.sequence();
@@ -275,7 +289,7 @@ impl TrackShared {
                 .groups
                 .range(index + 1..)
                 .next()
-                .and_then(|(_, g)| g.start());
+                .and_then(|(_, cached)| cached.start);
             let trip = match (&state.info, successor_start) {
                 (Some(info), Some(start)) => start.saturating_add(max_age_ticks(info)),
                 _ => u64::MAX,
@@ -336,7 +350,7 @@ impl TrackShared {
     }
 
     fn abort_orphans(state: &TrackState, code: StreamCode, which: impl Fn(u64) -> bool) {
-        for group in state.groups.values() {
+        for Cached { group, .. } in state.groups.values() {
             if which(group.sequence()) && group.is_orphaned() {
                 group.abort(code);
             }
@@ -429,8 +443,8 @@ impl TrackProducer {
         let orphan = state
             .groups
             .values()
-            .filter(|group| group.is_orphaned())
-            .map(|group| group.sequence())
+            .filter(|cached| cached.group.is_orphaned())
+            .map(|cached| cached.group.sequence())
             .min();
         orphan.or(state.latest.map(|(latest, _)| latest + 1))
     }
@@ -453,6 +467,14 @@ impl TrackProducer {
         self.shared.state.lock().info
     }
 
+    /// Where a group of this track that arrived `arrival`-th reports its frames.
+    fn home(&self, arrival: u64) -> Home {
+        Home {
+            track: self.shared.clone() as Arc<dyn GroupHome>,
+            arrival,
+        }
+    }
+
     /// Start group `sequence`. Refused for a sequence already cached or past the track's end.
     pub fn create_group(&self, sequence: u64) -> Result<GroupProducer, ModelError> {
         let group = Group::charged(sequence, GROUP_OVERHEAD);
@@ -468,14 +490,14 @@ impl TrackProducer {
                 let orphan = state
                     .groups
                     .get(&arrival)
-                    .and_then(|group| Some((group.clone(), group.adopt()?)));
+                    .and_then(|cached| Some((cached.group.clone(), cached.group.adopt()?)));
                 return match orphan {
-                    Some((group, held)) => Ok(GroupProducer::new(
-                        group,
-                        self.shared.limits,
-                        Some(self.shared.clone() as Arc<dyn GroupHome>),
-                    )
-                    .resuming(held)),
+                    Some((group, held)) => {
+                        Ok(
+                            GroupProducer::new(group, self.shared.limits, Some(self.home(arrival)))
+                                .resuming(held),
+                        )
+                    }
                     None => Err(ModelError::DuplicateGroup(sequence)),
                 };
             }
@@ -491,7 +513,13 @@ impl TrackProducer {
                 None => state.next_arrival,
             };
             state.next_arrival = arrival + 1;
-            state.groups.insert(arrival, group.clone());
+            state.groups.insert(
+                arrival,
+                Cached {
+                    group: group.clone(),
+                    start: None,
+                },
+            );
             self.shared.counts.group(GROUP_OVERHEAD);
             if let Some(cache) = &self.shared.cache {
                 over = cache.budget.charge(GROUP_OVERHEAD);
@@ -513,11 +541,7 @@ impl TrackProducer {
         if over {
             self.shared.shrink_budget();
         }
-        let producer = GroupProducer::new(
-            group,
-            self.shared.limits,
-            Some(self.shared.clone() as Arc<dyn GroupHome>),
-        );
+        let producer = GroupProducer::new(group, self.shared.limits, Some(self.home(arrival)));
         Ok(if self.shared.resumable.load(Ordering::Relaxed) {
             producer.resuming(0)
         } else {
@@ -690,8 +714,8 @@ impl GroupHome for TrackShared {
         TrackShared::charge(self, size, timestamp, first)
     }
 
-    fn settle(&self, settle: Settle) {
-        TrackShared::settle(self, settle)
+    fn settle(&self, arrival: u64, settle: Settle) {
+        TrackShared::settle(self, arrival, settle)
     }
 
     fn orphan(&self, group: &Group) -> bool {

@@ -42,36 +42,23 @@ const ALIAS_WAIT: Duration = Duration::from_secs(1);
 /// How long an ended subscription waits for the group streams its PUBLISH_DONE counts.
 const OWED_GRACE: Duration = Duration::from_secs(1);
 
-/// The chain and cost a re-advertisement carries (MoQ Cluster: a REQUEST_UPDATE on
-/// PUBLISH_NAMESPACE, a repeated NAMESPACE), the link's price in the cost; what is absent (or
-/// sent by a peer that did not declare clustering) is kept.
-fn readvertised<T: Transport>(
-    shared: &Ietf<T>,
-    cluster: Option<&ClusterParams>,
-) -> (Option<Vec<u64>>, Option<RouteCost>) {
-    match cluster.filter(|_| shared.state().peer_clusters()) {
-        Some(cluster) => (
-            cluster
-                .hop_path
-                .as_ref()
-                .map(|hops| hops.as_slice().to_vec()),
-            cluster
-                .route_cost
-                .map(|cost| RouteCost::new(cost).charged(shared.link_cost())),
-        ),
-        None => (None, None),
-    }
-}
-
-/// Re-price `heard` as a re-advertisement says; a chain that now passes through us (or runs
-/// too long) takes the route out of the origin, as lite's ANNOUNCE_UPDATE does, and a later
-/// clean one puts it back.
+/// Re-price `heard` as a re-advertisement says (MoQ Cluster: a REQUEST_UPDATE on
+/// PUBLISH_NAMESPACE, a repeated NAMESPACE; the link's price in the cost): what is absent, or
+/// sent by a peer that did not declare clustering, is kept. A chain that now passes through
+/// us (or runs too long) takes the route out of the origin, as lite's ANNOUNCE_UPDATE does,
+/// and a later clean one puts it back.
 fn reprice<T: Transport>(
     shared: &Ietf<T>,
     heard: &mut Heard,
     cluster: Option<&ClusterParams>,
 ) -> Result<(), Error> {
-    let (hops, cost) = readvertised(shared, cluster);
+    let cluster = cluster.filter(|_| shared.state().peer_clusters());
+    let hops = cluster
+        .and_then(|c| c.hop_path.as_ref())
+        .map(|hops| hops.as_slice().to_vec());
+    let cost = cluster
+        .and_then(|c| c.route_cost)
+        .map(|cost| RouteCost::new(cost).charged(shared.link_cost()));
     heard.reprice(shared, hops, cost)
 }
 
