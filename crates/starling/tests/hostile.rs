@@ -198,6 +198,12 @@ async fn connection_abuse_is_refused_and_the_witness_keeps_flowing() {
     assert_rss_bounded(&relay, settled, "connection abuse");
 }
 
+/// What the relay may grow by while one stream holds its 65 536 announced broadcasts at once:
+/// each is a route, a dynamic broadcast and the task that would serve its tracks, about 3 KiB
+/// (192 MiB measured alone, 203 MiB once under the whole suite's load, past the general
+/// +200 MiB), so 4 KiB each.
+const ANNOUNCE_FLOOD_BOUND: u64 = 65_536 * 4 * 1024;
+
 /// A publisher and a WebSocket client: an announce flood past the per-stream bound, and a
 /// WebSocket message sent in one-byte fragments past the message bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -227,7 +233,9 @@ async fn publisher_and_websocket_abuse_is_cut_and_the_witness_keeps_flowing() {
         }
     })
     .await;
-    assert_rss_bounded(&relay, settled, "announce flood");
+    assert_rss_within(&relay, settled, ANNOUNCE_FLOOD_BOUND, "announce flood");
+    // The fragments' growth is their own: the allocator keeps what the flood freed.
+    let settled = relay.rss();
 
     // One-byte WebSocket fragments: a message never finished, past the 64 KiB message bound.
     let mut ws = raw_websocket(relay.http, None).await;

@@ -480,13 +480,18 @@ pub async fn bounded<T>(limit: Duration, work: impl std::future::Future<Output =
 
 /// The relay's RSS stayed within the bound over `settled`.
 pub fn assert_rss_bounded(relay: &RelayProcess, settled: u64, case: &str) {
+    assert_rss_within(relay, settled, RSS_GROWTH_BOUND, case);
+}
+
+/// The relay's RSS grew by at most `bound` over `settled`.
+pub fn assert_rss_within(relay: &RelayProcess, settled: u64, bound: u64, case: &str) {
     let rss = relay.rss();
     assert!(
-        rss <= settled + RSS_GROWTH_BOUND,
+        rss <= settled + bound,
         "{case}: relay RSS {} MiB, settled at {} MiB (bound +{} MiB)",
         rss / MIB,
         settled / MIB,
-        RSS_GROWTH_BOUND / MIB
+        bound / MIB
     );
 }
 
