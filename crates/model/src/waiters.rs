@@ -44,8 +44,13 @@ impl Waiters {
         self.compact_at = self.wakers.len() * 2;
     }
 
+    #[inline]
     pub fn wake_all(&mut self) {
         self.compact_at = 0;
+        // Most changes find nobody parked (a group's first frame before any reader polled it).
+        if self.wakers.is_empty() {
+            return;
+        }
         for waker in self.wakers.drain(..) {
             waker.wake();
         }

@@ -197,8 +197,8 @@ async fn drive<T: Transport>(shared: Arc<Shared<T>>) {
                     match uni {
                         Ok(recv) => {
                             data.push(match &ietf {
-                                Some(ietf) => Either::Left(crate::ietf::uni_stream(ietf.clone(), recv)),
-                                None => Either::Right(handle_uni(shared.clone(), recv)),
+                                Some(ietf) => Either::Left(crate::ietf::uni_stream(ietf, recv)),
+                                None => Either::Right(handle_uni(&shared, recv)),
                             });
                         }
                         Err(err) => {
@@ -311,11 +311,11 @@ async fn handle_bi<T: Transport>(shared: Arc<Shared<T>>, send: T::Send, recv: T:
     }
 }
 
-async fn handle_uni<T: Transport>(shared: Arc<Shared<T>>, recv: T::Recv) {
+async fn handle_uni<T: Transport>(shared: &Arc<Shared<T>>, recv: T::Recv) {
     let mut reader = Reader::new(recv, shared.version, &shared.budget, Rank::Unknown);
     match reader.varint().await {
         Ok(Some(code)) if code == UniType::Group.code() => {
-            subscriber::group(&shared, &mut reader).await;
+            subscriber::group(shared, &mut reader).await;
         }
         Ok(Some(code)) if code == UniType::Setup.code() => {
             shared.fail(Error::ProtocolViolation(Violation::SecondSetupStream));

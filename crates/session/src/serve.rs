@@ -106,15 +106,19 @@ pub(crate) trait Events: Send {
 
 /// How one group is written on its stream: a small value each group's send owns a copy of.
 pub(crate) trait GroupWire<T: Transport>: Clone + Send + Sync {
+    /// Whether a stream in flight takes the subscription's new priority at its next frame
+    /// (lite does); else each keeps the order it started with, and no group watches it.
+    const REPRIORITIZES: bool;
+
     /// Write `group` from its current frame, through `last_frame` when bounded; `urgency`
-    /// follows the subscription's priority.
+    /// follows the subscription's priority (for a wire that [`Self::REPRIORITIZES`]).
     fn write<'a>(
         &'a self,
         shared: &'a Shared<T>,
         writer: &'a mut Writer<T::Send>,
         group: &'a mut GroupConsumer,
         last_frame: Option<u64>,
-        urgency: &'a mut watch::Receiver<Urgency>,
+        urgency: Option<&'a mut watch::Receiver<Urgency>>,
     ) -> impl Future<Output = Result<(), StreamCode>> + Send + 'a;
     /// The wire code a group stream is reset with for `code`.
     fn reset_code(&self, code: StreamCode) -> u32;
@@ -182,7 +186,7 @@ pub(crate) async fn serve<T: Transport, E: Events, W: ServeWire<T, E>>(
     let limits = &shared.config.limits;
     // In-flight group streams follow the subscription's priority as updates change it, and
     // rank below each newer group as it starts.
-    let (urgency_tx, urgency) = watch::channel(Urgency {
+    let urgency_tx = watch::Sender::new(Urgency {
         priority,
         base: None,
     });
@@ -192,21 +196,23 @@ pub(crate) async fn serve<T: Transport, E: Events, W: ServeWire<T, E>>(
     let groups = wire.groups();
     let mut inflight = InFlight::new(limits.max_inflight_groups);
     let start = |group: GroupConsumer, last_frame: Option<u64>, inflight: &mut InFlight<_>| {
+        let sequence = group.sequence();
+        let mut current = *urgency_tx.borrow();
         // Rare (every few million groups): streams in flight take the new base at their next
         // frame.
-        let rebased = urgency_tx.borrow().rebased(group.sequence());
-        if let Some(base) = rebased {
+        if let Some(base) = current.rebased(sequence) {
             urgency_tx.send_modify(|u| u.base = Some(base));
+            current.base = Some(base);
         }
-        let mut urgency = urgency.clone();
-        let sequence = group.sequence();
-        let order = urgency.borrow_and_update().order(sequence);
+        let order = current.order(sequence);
+        // Seen as of now: the stream starts at `order` and takes only later changes.
+        let mut urgency = W::Groups::REPRIORITIZES.then(|| urgency_tx.subscribe());
         let (opened, groups) = (&opened, groups.clone());
         let skipped = inflight.start(sequence, |stop| async move {
             let mut group = group;
             let write = async |writer: &mut Writer<T::Send>| {
                 groups
-                    .write(shared, writer, &mut group, last_frame, &mut urgency)
+                    .write(shared, writer, &mut group, last_frame, urgency.as_mut())
                     .await
             };
             let reset = |code| groups.reset_code(code);

@@ -234,7 +234,7 @@ pub(crate) fn first_request_id(msg: &Control) -> Option<u64> {
 
 /// A uni stream the peer opened: a subgroup, a fetch, the server's SETUP (17 on, client
 /// side) or padding. Any other type ends the session (docs/wire-ietf.md §3.1).
-pub(crate) async fn uni_stream<T: Transport>(shared: Ietf<T>, recv: T::Recv) {
+pub(crate) async fn uni_stream<T: Transport>(shared: &Ietf<T>, recv: T::Recv) {
     let result: Result<(), Error> = async {
         let draft = shared.state().draft;
         let mut reader = Reader::new(recv, shared.version, &shared.budget, Rank::Unknown);
@@ -256,7 +256,7 @@ pub(crate) async fn uni_stream<T: Transport>(shared: Ietf<T>, recv: T::Recv) {
         };
         match UniStream::classify(code, draft)? {
             UniStream::Subgroup(flags) => {
-                subscriber::subgroup(&shared, &mut reader, flags).await;
+                subscriber::subgroup(shared, &mut reader, flags).await;
                 Ok(())
             }
             UniStream::Fetch => {
@@ -264,7 +264,7 @@ pub(crate) async fn uni_stream<T: Transport>(shared: Ietf<T>, recv: T::Recv) {
                 reader.stop(StreamCode::Cancelled.to_code());
                 Ok(())
             }
-            UniStream::Setup => setup::peer_setup_stream(&shared, reader).await,
+            UniStream::Setup => setup::peer_setup_stream(shared, reader).await,
             // Read to its end and dropped.
             UniStream::Padding => reader
                 .unit(|buf| {

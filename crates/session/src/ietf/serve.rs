@@ -205,13 +205,15 @@ pub(super) struct IetfGroups {
 }
 
 impl<T: Transport> GroupWire<T> for IetfGroups {
+    const REPRIORITIZES: bool = false;
+
     async fn write(
         &self,
         shared: &Shared<T>,
         writer: &mut Writer<T::Send>,
         group: &mut GroupConsumer,
         _last_frame: Option<u64>,
-        _urgency: &mut watch::Receiver<Urgency>,
+        _urgency: Option<&mut watch::Receiver<Urgency>>,
     ) -> Result<(), StreamCode> {
         let stats = &shared.stats;
         self.subgroups

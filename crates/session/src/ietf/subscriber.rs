@@ -461,6 +461,10 @@ impl<T: Transport> PullWire for IetfWire<T> {
 /// The subscription an alias names, waiting a little for its SUBSCRIBE_OK (a data stream can
 /// overtake it).
 async fn bound<T: Transport>(shared: &Ietf<T>, alias: u64) -> Option<Arc<Upstream>> {
+    // Bound already, as nearly every stream finds it: no timer armed.
+    if let Some(upstream) = shared.upstream.lock().get(&alias).cloned() {
+        return Some(upstream);
+    }
     let state = shared.state();
     let wait = async {
         loop {

@@ -353,13 +353,15 @@ struct LiteGroups {
 }
 
 impl<T: Transport> GroupWire<T> for LiteGroups {
+    const REPRIORITIZES: bool = true;
+
     async fn write(
         &self,
         shared: &Shared<T>,
         writer: &mut Writer<T::Send>,
         group: &mut GroupConsumer,
         last_frame: Option<u64>,
-        urgency: &mut watch::Receiver<Urgency>,
+        urgency: Option<&mut watch::Receiver<Urgency>>,
     ) -> Result<(), StreamCode> {
         write_group(shared, writer, self.id, group, last_frame, urgency).await
     }
@@ -375,7 +377,7 @@ async fn write_group<T: Transport>(
     subscribe_id: u64,
     group: &mut GroupConsumer,
     last_frame: Option<u64>,
-    priority: &mut watch::Receiver<Urgency>,
+    mut priority: Option<&mut watch::Receiver<Urgency>>,
 ) -> Result<(), StreamCode> {
     let header = GroupHeader {
         subscribe_id,
@@ -402,7 +404,10 @@ async fn write_group<T: Transport>(
         index += frames.len() as u64;
         for frame in frames.drain(..) {
             // A SUBSCRIBE_UPDATE re-prioritizes in-flight streams at the next frame.
-            if priority.has_changed().unwrap_or(false) {
+            if let Some(priority) = priority
+                .as_mut()
+                .filter(|p| p.has_changed().unwrap_or(false))
+            {
                 writer.set_priority(priority.borrow_and_update().order(group.sequence()));
             }
             let size = frame.payload.len();
