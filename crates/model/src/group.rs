@@ -16,7 +16,6 @@
 //! frame not yet written.
 
 use std::future::poll_fn;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -45,6 +44,8 @@ struct GroupState {
     /// group's lock, with the frames, so a frame takes one lock; given back when it expires.
     charged_bytes: usize,
     charged_cost: usize,
+    /// Its first frame was charged (the track keeps that frame's timestamp, beside its key).
+    started: bool,
     end: Option<Result<(), StreamCode>>,
     /// Its producer was dropped mid-group on a resumable track: the group waits open for the
     /// next source to continue it.
@@ -66,10 +67,6 @@ impl GroupState {
 #[derive(Debug)]
 pub(crate) struct Group {
     sequence: u64,
-    /// The timestamp of its first charged frame plus one (0 until then; a timestamp of
-    /// `u64::MAX` reads back one less): late readers' start reads it without the group's lock.
-    /// An atomic, not a `OnceLock`, whose setting costs a group about 150 instructions.
-    start: AtomicU64,
     state: Mutex<GroupState>,
 }
 
@@ -82,12 +79,12 @@ impl Group {
     pub(crate) fn charged(sequence: u64, cost: usize) -> Arc<Self> {
         Arc::new(Group {
             sequence,
-            start: AtomicU64::new(0),
             state: Mutex::new(GroupState {
                 frames: Vec::new(),
                 bytes: 0,
                 charged_bytes: 0,
                 charged_cost: cost,
+                started: false,
                 end: None,
                 orphaned: false,
                 waiters: Waiters::default(),
@@ -125,11 +122,6 @@ impl Group {
 
     pub(crate) fn sequence(&self) -> u64 {
         self.sequence
-    }
-
-    /// The timestamp of its first frame, once one was written.
-    pub(crate) fn start(&self) -> Option<u64> {
-        self.start.load(Ordering::Relaxed).checked_sub(1)
     }
 
     /// Abort unless already ended; readers past the last frame see `code`.
@@ -385,13 +377,8 @@ impl GroupProducer {
         };
         state.charged_bytes += size;
         state.charged_cost += size + FRAME_OVERHEAD;
-        // Under the group's lock: only the first frame finds it unset.
-        let first = self.group.start.load(Ordering::Relaxed) == 0;
-        if first {
-            self.group
-                .start
-                .store(timestamp.saturating_add(1), Ordering::Relaxed);
-        }
+        let first = !state.started;
+        state.started = true;
         home.track.charge(size, timestamp, first)
     }
 

@@ -186,11 +186,11 @@ impl TrackConsumer {
         let info = state.info.unwrap_or_default();
         let reach =
             newest_timestamp.saturating_sub(StartAt::ticks(start.max_age_ms, info.timescale));
-        for (arrival, super::Cached { group, .. }) in &state.groups {
+        for (arrival, super::Cached { group, start }) in &state.groups {
             if group.sequence() < floor {
                 continue;
             }
-            if group.start().is_none_or(|ts| ts >= reach) {
+            if start.is_none_or(|ts| ts >= reach) {
                 return *arrival;
             }
         }
@@ -222,11 +222,11 @@ impl TrackConsumer {
         let next = state
             .groups
             .range(cursor..)
-            .find(|(_, super::Cached { group, .. })| {
+            .find(|(_, super::Cached { group, start })| {
                 let sequence = group.sequence();
                 sequence >= floor
                     || reach.is_some_and(|reach| {
-                        sequence >= start_floor && group.start().is_none_or(|ts| ts >= reach)
+                        sequence >= start_floor && start.is_none_or(|ts| ts >= reach)
                     })
             })
             .map(|(arrival, cached)| (*arrival, cached.group.clone()));

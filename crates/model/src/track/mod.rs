@@ -52,12 +52,12 @@ pub struct Demand {
 }
 
 /// A cached group, with the timestamp of its first frame once that frame settled: the age
-/// policy reads it here, beside the key it walks, instead of in the group (a cache miss a
-/// group, with thousands of tracks).
+/// policy and late readers' start read it here, beside the key they walk, never through the
+/// group (a cache miss a group, with thousands of tracks).
 #[derive(Debug)]
 pub(super) struct Cached {
     pub(super) group: Arc<Group>,
-    start: Option<u64>,
+    pub(super) start: Option<u64>,
 }
 
 #[derive(Debug)]
