@@ -6,9 +6,13 @@
 //!
 //! A frame larger than one read may arrive in pieces: the producer starts it with its declared
 //! size (`begin_frame`), which is checked against the group limits and charged to the track's
-//! cache at once, then appends its payload (`write_chunk`). Readers see it once it is whole.
-//! The relay hands every piece to the group as it arrives, so a connection's receive budget
-//! never holds more than a small unit of any stream (see the session's reader).
+//! cache at once, then appends its payload (`write_chunk`). The relay hands every piece to the
+//! group as it arrives, so a connection's receive budget never holds more than a small unit of
+//! any stream (see the session's reader). Readers of whole frames (`poll_frame`) see it once
+//! its last byte came; a forwarding reader (`poll_units`) takes its header and each piece as
+//! it comes (cut-through), so a large frame crosses a relay without waiting for its end. The
+//! pieces stay with the group until the frame is whole, so a reader arriving mid-frame still
+//! starts at the frame's first byte; once whole, the frame is one payload like any other.
 //!
 //! A group of a *resumable* track (a relay's front, see `broadcast/request.rs`) outlives the
 //! source that was writing it: when that source is lost mid-group, the group is orphaned
@@ -35,9 +39,33 @@ pub struct Frame {
     pub payload: Bytes,
 }
 
+/// What a forwarding reader takes next (`GroupConsumer::poll_units`): a frame's header, then
+/// its payload in one or more pieces.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Unit {
+    /// The next frame starts: its timestamp and payload size. `Bytes` units follow until
+    /// `size` bytes have come (none for an empty frame).
+    Head { timestamp: u64, size: usize },
+    /// The next bytes of the frame the last `Head` started.
+    Bytes(Bytes),
+}
+
+/// The frame after the group's last whole one, while its payload arrives: what has come so
+/// far, in the pieces it came in.
+#[derive(Debug)]
+struct Partial {
+    timestamp: u64,
+    size: usize,
+    pieces: Vec<Bytes>,
+    /// Bytes in `pieces`.
+    received: usize,
+}
+
 #[derive(Debug)]
 struct GroupState {
     frames: Vec<Frame>,
+    /// The frame arriving in pieces after `frames` (see [`Partial`]).
+    partial: Option<Partial>,
     bytes: usize,
     /// What the group is charged in its track's cache: payload bytes (a frame arriving in
     /// pieces is charged when it begins) and cost (payload plus overheads). Kept under the
@@ -81,6 +109,7 @@ impl Group {
             sequence,
             state: Mutex::new(GroupState {
                 frames: Vec::new(),
+                partial: None,
                 bytes: 0,
                 charged_bytes: 0,
                 charged_cost: cost,
@@ -108,16 +137,19 @@ impl Group {
         true
     }
 
-    /// Take over an orphaned group: the number of frames it already holds (the new source's
-    /// first frames up to that count are the same content and are skipped), or `None` when
-    /// it is not orphaned.
-    pub(crate) fn adopt(&self) -> Option<usize> {
+    /// Take over an orphaned group: what it already holds (the new source sends the same
+    /// content from the group's start, and that much of it is skipped), or `None` when it is
+    /// not orphaned.
+    pub(crate) fn adopt(&self) -> Option<Held> {
         let mut state = self.state.lock();
         if !state.orphaned || state.end.is_some() {
             return None;
         }
         state.orphaned = false;
-        Some(state.frames.len())
+        Some(Held {
+            frames: state.frames.len(),
+            partial: state.partial.as_ref().map(|p| (p.size, p.received)),
+        })
     }
 
     pub(crate) fn sequence(&self) -> u64 {
@@ -141,6 +173,7 @@ impl Group {
         // A finished group that expires still stops readers that lag inside it.
         state.frames.clear();
         state.frames.shrink_to_fit();
+        state.partial = None;
         state.bytes = 0;
         state.end = Some(Err(code));
         state.waiters.wake_all();
@@ -151,21 +184,35 @@ impl Group {
     }
 }
 
-/// A frame begun with `begin_frame` whose payload is still arriving.
+/// What an orphaned group holds when a new source adopts it: its whole frames, and the
+/// declared size and bytes received of the frame it was in the middle of.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Held {
+    pub(crate) frames: usize,
+    pub(crate) partial: Option<(usize, usize)>,
+}
+
+/// A frame begun with `begin_frame` whose payload is still arriving. Its pieces are the
+/// group's ([`Partial`]); the producer keeps the count and the block they are cut from.
 #[derive(Debug)]
 struct PendingFrame {
-    timestamp: u64,
     size: usize,
     /// Bytes of it written so far.
     received: usize,
-    payload: BytesMut,
-    /// A resumed group's frame the group already holds: its bytes are dropped.
+    /// The group holds this frame whole already (a resumed group): all of it is dropped.
     skipped: bool,
+    /// The first bytes to drop: what a lost source already gave of the frame it left
+    /// unfinished (all of them for a skipped frame).
+    skip_bytes: usize,
+    /// The block pieces are copied into and cut from: one allocation serves many pieces.
+    block: BytesMut,
+    /// Bytes allocated for it so far.
+    allocated: usize,
 }
 
-/// The allocation a pending frame starts with; it doubles from there, never past the
-/// declared size, so a peer declaring a large frame and sending little of it makes the relay
-/// allocate little.
+/// The first block a pending frame's pieces are cut from; each next one is as large as all
+/// before it, never past the declared size, so a peer declaring a large frame and sending
+/// little of it makes the relay allocate little.
 const PENDING_START: usize = 64 * 1024;
 
 /// What a group tells the track holding it (its home): each frame written, so the track's
@@ -215,6 +262,9 @@ pub struct GroupProducer {
     /// Frames still to skip: a group continued from a new source starts again at its first
     /// frame, and what the group already holds is not written twice.
     skip: usize,
+    /// The group holds part of the frame after those (a lost source's unfinished one): its
+    /// declared size and the bytes it holds, continued by this producer's next frame.
+    continues: Option<(usize, usize)>,
     /// Ending the group is up to the next source (it belongs to a resumable track).
     resumable: bool,
     /// A frame arriving in pieces.
@@ -228,14 +278,16 @@ impl GroupProducer {
             limits,
             home,
             skip: 0,
+            continues: None,
             resumable: false,
             pending: None,
         }
     }
 
-    /// A producer of a resumable track's group that skips the first `skip` frames written.
-    pub(crate) fn resuming(mut self, skip: usize) -> Self {
-        self.skip = skip;
+    /// A producer of a resumable track's group that skips what the group already `held`.
+    pub(crate) fn resuming(mut self, held: Held) -> Self {
+        self.skip = held.frames;
+        self.continues = held.partial;
         self.resumable = true;
         self
     }
@@ -259,6 +311,11 @@ impl GroupProducer {
             self.skip -= 1;
             return Ok(());
         }
+        if self.continues.is_some() {
+            // The frame a lost source left unfinished: continued past what the group holds.
+            self.begin_frame(frame.timestamp, frame.payload.len())?;
+            return self.write_chunk(&frame.payload);
+        }
         // One lock a frame: admitted, charged and published under the group's alone.
         let settle = {
             let mut state = self.group.state.lock();
@@ -273,29 +330,50 @@ impl GroupProducer {
     }
 
     /// Start a frame of `size` bytes whose payload follows in pieces (`write_chunk`). The
-    /// size is checked against the group limits and charged to the cache now; readers see
-    /// the frame once its last byte is written.
+    /// size is checked against the group limits and charged to the cache now; forwarding
+    /// readers see the frame begin at once and each piece as it is written, readers of whole
+    /// frames see it once its last byte is written.
     pub fn begin_frame(&mut self, timestamp: u64, size: usize) -> Result<(), ModelError> {
         if self.pending.is_some() {
             return Err(ModelError::FrameIncomplete);
         }
         let skipped = self.skip > 0;
-        if skipped {
+        let skip_bytes = if skipped {
             self.skip -= 1;
+            size
+        } else if let Some((held_size, held)) = self.continues.take() {
+            // The frame a lost source left unfinished, already begun and charged: a new
+            // source sending another size sends other content, which readers that took the
+            // first part cannot be given.
+            if size != held_size {
+                self.group.abort(StreamCode::WrongSize);
+                return Err(ModelError::Aborted(StreamCode::WrongSize));
+            }
+            held
         } else {
             let settle = {
                 let mut state = self.group.state.lock();
                 self.admit(&state, size)?;
-                self.charge(&mut state, size, timestamp)
+                let settle = self.charge(&mut state, size, timestamp);
+                state.partial = Some(Partial {
+                    timestamp,
+                    size,
+                    pieces: Vec::new(),
+                    received: 0,
+                });
+                state.waiters.wake_all();
+                settle
             };
             self.settle(settle);
-        }
+            0
+        };
         self.pending = Some(PendingFrame {
-            timestamp,
             size,
             received: 0,
-            payload: BytesMut::new(),
             skipped,
+            skip_bytes,
+            block: BytesMut::new(),
+            allocated: 0,
         });
         if size == 0 {
             self.complete()?;
@@ -303,29 +381,31 @@ impl GroupProducer {
         Ok(())
     }
 
-    /// Append the next piece of the frame begun with `begin_frame`; the frame is published
-    /// once `size` bytes have come. More than the declared size is `WrongSize`; a piece for a
-    /// group that ended (expired from the cache, aborted) is refused with its end.
+    /// Append the next piece of the frame begun with `begin_frame`, for forwarding readers
+    /// at once; the frame is whole once `size` bytes have come. More than the declared size
+    /// is `WrongSize`; a piece for a group that ended (expired from the cache, aborted) is
+    /// refused with its end.
     pub fn write_chunk(&mut self, chunk: &[u8]) -> Result<(), ModelError> {
-        // A group that left the cache (or was aborted) no longer accounts for what would
-        // arrive: refuse the piece rather than hold it uncharged.
-        self.group.state.lock().still_open()?;
         let pending = self.pending.as_mut().ok_or(ModelError::WrongSize)?;
-        let received = pending.received + chunk.len();
+        let before = pending.received;
+        let received = before + chunk.len();
         if received > pending.size {
             return Err(ModelError::WrongSize);
         }
         pending.received = received;
-        if !pending.skipped {
-            let payload = &mut pending.payload;
-            if received > payload.capacity() {
-                let grown = (payload.capacity() * 2)
-                    .max(PENDING_START)
-                    .max(received)
-                    .min(pending.size);
-                payload.reserve(grown - payload.len());
+        // What the group already holds of this frame is dropped.
+        let kept = &chunk[pending.skip_bytes.saturating_sub(before).min(chunk.len())..];
+        let piece = (!kept.is_empty()).then(|| pending.cut(kept));
+        {
+            let mut state = self.group.state.lock();
+            // A group that left the cache (or was aborted) no longer accounts for what
+            // would arrive: refuse the piece rather than hold it uncharged.
+            state.still_open()?;
+            if let (Some(piece), Some(partial)) = (piece, state.partial.as_mut()) {
+                partial.received += piece.len();
+                partial.pieces.push(piece);
+                state.waiters.wake_all();
             }
-            payload.extend_from_slice(chunk);
         }
         if received == pending.size {
             self.complete()?;
@@ -333,7 +413,8 @@ impl GroupProducer {
         Ok(())
     }
 
-    /// The pending frame has all its bytes: publish it (a skipped one is dropped).
+    /// The pending frame has all its bytes: the group's partial frame becomes whole (one
+    /// payload), unless the group already held it whole.
     fn complete(&mut self) -> Result<(), ModelError> {
         let Some(pending) = self.pending.take() else {
             return Ok(());
@@ -341,10 +422,35 @@ impl GroupProducer {
         if pending.skipped {
             return Ok(());
         }
-        self.push(Frame {
-            timestamp: pending.timestamp,
-            payload: pending.payload.freeze(),
-        })
+        // The pieces are joined outside the lock; readers keep following them meanwhile.
+        let pieces = match self.group.state.lock().partial.as_ref() {
+            Some(partial) => partial.pieces.clone(),
+            None => return Ok(()),
+        };
+        let payload = match pieces.as_slice() {
+            [] => Bytes::new(),
+            [one] => one.clone(),
+            many => {
+                let mut whole = BytesMut::with_capacity(pending.size);
+                for piece in many {
+                    whole.extend_from_slice(piece);
+                }
+                whole.freeze()
+            }
+        };
+        let mut state = self.group.state.lock();
+        state.still_open()?;
+        let Some(partial) = state.partial.take() else {
+            return Ok(());
+        };
+        publish(
+            &mut state,
+            Frame {
+                timestamp: partial.timestamp,
+                payload,
+            },
+        );
+        Ok(())
     }
 
     /// Whether one more frame of `size` bytes fits the group and its limits.
@@ -358,14 +464,6 @@ impl GroupProducer {
         {
             return Err(ModelError::GroupTooLarge);
         }
-        Ok(())
-    }
-
-    /// Publish an admitted frame to the readers.
-    fn push(&mut self, frame: Frame) -> Result<(), ModelError> {
-        let mut state = self.group.state.lock();
-        state.still_open()?;
-        publish(&mut state, frame);
         Ok(())
     }
 
@@ -437,6 +535,21 @@ impl Drop for GroupProducer {
     }
 }
 
+impl PendingFrame {
+    /// Copy `bytes` into the block and cut them off as a shared piece; a new block is
+    /// allocated only when the current one is used up.
+    fn cut(&mut self, bytes: &[u8]) -> Bytes {
+        if self.block.capacity() < bytes.len() {
+            let left = self.size - self.allocated.min(self.size);
+            let grown = self.allocated.max(PENDING_START).min(left).max(bytes.len());
+            self.block = BytesMut::with_capacity(grown);
+            self.allocated += grown;
+        }
+        self.block.extend_from_slice(bytes);
+        self.block.split().freeze()
+    }
+}
+
 /// Append a frame for the group's readers and wake them.
 fn publish(state: &mut GroupState, frame: Frame) {
     state.bytes += frame.payload.len();
@@ -449,11 +562,18 @@ fn publish(state: &mut GroupState, frame: Frame) {
 pub struct GroupConsumer {
     group: Arc<Group>,
     index: usize,
+    /// A forwarding reader inside frame `index` while it arrives: the pieces and bytes of it
+    /// taken so far.
+    following: Option<(usize, usize)>,
 }
 
 impl GroupConsumer {
     pub(crate) fn new(group: Arc<Group>, index: usize) -> Self {
-        GroupConsumer { group, index }
+        GroupConsumer {
+            group,
+            index,
+            following: None,
+        }
     }
 
     pub fn sequence(&self) -> u64 {
@@ -468,6 +588,7 @@ impl GroupConsumer {
     /// Skip to frame `index` (used for frame-offset subscriptions and fetches).
     pub fn seek(&mut self, index: usize) {
         self.index = index;
+        self.following = None;
     }
 
     /// Next frame; `Ok(None)` when the group finished; `Err(code)` when it was aborted.
@@ -529,6 +650,68 @@ impl GroupConsumer {
             Some(Ok(())) => Poll::Ready(Ok(true)),
             Some(Err(code)) => Poll::Ready(Err(code)),
             None => {
+                state.waiters.register(cx);
+                Poll::Pending
+            }
+        }
+    }
+
+    /// For a writer forwarding the group: every frame header and payload byte that came past
+    /// the cursor, a frame still arriving included (its header at once, then each piece as
+    /// it comes), plus whether the group has ended with all of it handed out, in one lock.
+    pub fn poll_units(
+        &mut self,
+        cx: &mut Context<'_>,
+        out: &mut Vec<Unit>,
+    ) -> Poll<Result<bool, StreamCode>> {
+        let mut state = self.group.state.lock();
+        let before = out.len();
+        if let Some((_, taken)) = self.following {
+            if let Some(frame) = state.frames.get(self.index) {
+                // The frame it followed is whole now: the rest of it, from its payload.
+                if taken < frame.payload.len() {
+                    out.push(Unit::Bytes(frame.payload.slice(taken..)));
+                }
+                self.following = None;
+                self.index += 1;
+            }
+        }
+        if self.following.is_none() {
+            if let Some(frames) = state.frames.get(self.index..) {
+                for frame in frames {
+                    out.push(Unit::Head {
+                        timestamp: frame.timestamp,
+                        size: frame.payload.len(),
+                    });
+                    if !frame.payload.is_empty() {
+                        out.push(Unit::Bytes(frame.payload.clone()));
+                    }
+                }
+                self.index += frames.len();
+            }
+            if let (Some(partial), true) = (&state.partial, self.index == state.frames.len()) {
+                out.push(Unit::Head {
+                    timestamp: partial.timestamp,
+                    size: partial.size,
+                });
+                self.following = Some((0, 0));
+            }
+        }
+        if let (Some((pieces, taken)), Some(partial)) = (&mut self.following, &state.partial) {
+            for piece in partial.pieces.get(*pieces..).unwrap_or_default() {
+                *taken += piece.len();
+                out.push(Unit::Bytes(piece.clone()));
+            }
+            *pieces = partial.pieces.len();
+        }
+        let ended = self.following.is_none() && self.index >= state.frames.len();
+        if out.len() > before {
+            return Poll::Ready(Ok(ended && state.end == Some(Ok(()))));
+        }
+        match state.end {
+            Some(Ok(())) if ended => Poll::Ready(Ok(true)),
+            Some(Err(code)) => Poll::Ready(Err(code)),
+            _ => {
                 state.waiters.register(cx);
                 Poll::Pending
             }

@@ -16,7 +16,7 @@ mod waiters;
 pub use broadcast::{BroadcastConsumer, BroadcastProducer, TrackRequest};
 pub use cache::CacheBudget;
 pub use error::ModelError;
-pub use group::{Frame, GroupConsumer, GroupProducer};
+pub use group::{Frame, GroupConsumer, GroupProducer, Unit};
 pub use origin::{Announced, Interest, Origin, OriginLimits, RouteHandle};
 pub use route::{fnv_key, Route};
 pub use stats::{TrackStats, TrackSummary};

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use futures::task::noop_waker;
 use starling_model::{
     BroadcastProducer, Frame, Limits, ModelError, Origin, Route, StartAt, TrackInfo, TrackRequest,
+    Unit,
 };
 use starling_proto::{Path, RouteCost, StreamCode};
 
@@ -113,6 +114,15 @@ fn a_lost_source_hands_the_track_over_without_gap_or_duplicate() {
         panic!("group 0 delivered");
     };
     assert_eq!(group.sequence(), 0);
+    // A forwarding reader beside it, which takes the unfinished frame's first piece.
+    let mut forward = group.clone();
+    let units = |group: &mut starling_model::GroupConsumer| {
+        let mut out = Vec::new();
+        let waker = noop_waker();
+        let _ = group.poll_units(&mut Context::from_waker(&waker), &mut out);
+        out
+    };
+    assert_eq!(units(&mut forward).len(), 4, "two whole frames");
     let mut read = |group: &mut starling_model::GroupConsumer| match group.poll_frame(&mut cx) {
         Poll::Ready(Ok(Some(frame))) => Some(frame.payload),
         Poll::Ready(other) => panic!("group ended: {other:?}"),
@@ -125,6 +135,16 @@ fn a_lost_source_hands_the_track_over_without_gap_or_duplicate() {
     // the track goes to the same publisher's other route, never to another publisher's.
     g0.begin_frame(20, 2).unwrap();
     g0.write_chunk(b"f").unwrap();
+    assert_eq!(
+        units(&mut forward),
+        [
+            Unit::Head {
+                timestamp: 20,
+                size: 2
+            },
+            Unit::Bytes(Bytes::from_static(b"f"))
+        ]
+    );
     g0.source_lost();
     drop(track);
     request.source_lost();
@@ -149,6 +169,11 @@ fn a_lost_source_hands_the_track_over_without_gap_or_duplicate() {
     again.write_chunk(b"2").unwrap();
     again.finish();
     assert_eq!(read(&mut group).as_deref(), Some(&b"f2"[..]));
+    assert_eq!(
+        units(&mut forward),
+        [Unit::Bytes(Bytes::from_static(b"2"))],
+        "the forwarding reader gets the rest of the frame once, and nothing twice"
+    );
     assert!(matches!(group.poll_frame(&mut cx), Poll::Ready(Ok(None))));
     assert_eq!(
         track.create_group(1).err(),

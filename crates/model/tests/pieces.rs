@@ -1,11 +1,14 @@
 //! Frames whose payload arrives in pieces: begun with their declared size, published whole,
-//! charged to the cache when they begin, bounded by the group limits before any byte.
+//! charged to the cache when they begin, bounded by the group limits before any byte, and
+//! handed to forwarding readers piece by piece as they come (cut-through).
 
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use futures::task::noop_waker;
-use starling_model::{Frame, GroupConsumer, Limits, ModelError, StartAt, TrackInfo, TrackProducer};
+use starling_model::{
+    Frame, GroupConsumer, Limits, ModelError, StartAt, TrackInfo, TrackProducer, Unit,
+};
 use starling_proto::StreamCode;
 
 fn track(limits: Limits) -> TrackProducer {
@@ -20,6 +23,95 @@ fn track(limits: Limits) -> TrackProducer {
 fn poll_frame(reader: &mut GroupConsumer) -> Poll<Result<Option<Frame>, StreamCode>> {
     let waker = noop_waker();
     reader.poll_frame(&mut Context::from_waker(&waker))
+}
+
+/// What a forwarding reader can take now, and whether it saw the group's clean end.
+fn units(reader: &mut GroupConsumer) -> (Vec<Unit>, bool) {
+    let waker = noop_waker();
+    let mut out = Vec::new();
+    match reader.poll_units(&mut Context::from_waker(&waker), &mut out) {
+        Poll::Ready(Ok(done)) => (out, done),
+        Poll::Ready(Err(code)) => panic!("group ended {code:?}"),
+        Poll::Pending => (out, false),
+    }
+}
+
+fn piece(bytes: &'static [u8]) -> Unit {
+    Unit::Bytes(Bytes::from_static(bytes))
+}
+
+#[test]
+fn a_forwarding_reader_takes_each_piece_as_it_comes() {
+    let track = track(Limits::default());
+    let mut group = track.create_group(0).unwrap();
+    let mut forward = group.consume();
+    let mut whole = group.consume();
+    group
+        .write_frame(Frame {
+            timestamp: 1,
+            payload: Bytes::from_static(b"w"),
+        })
+        .unwrap();
+    group.begin_frame(7, 10).unwrap();
+    let head = Unit::Head {
+        timestamp: 7,
+        size: 10,
+    };
+    let whole_head = Unit::Head {
+        timestamp: 1,
+        size: 1,
+    };
+    assert_eq!(
+        units(&mut forward),
+        (vec![whole_head, piece(b"w"), head.clone()], false),
+        "the whole frame, then the next one's header before any of its bytes"
+    );
+    group.write_chunk(b"0123").unwrap();
+    assert_eq!(units(&mut forward), (vec![piece(b"0123")], false));
+    assert_eq!(units(&mut forward), (vec![], false), "nothing new");
+    // A forwarding reader arriving mid-frame starts at the frame's first byte.
+    let mut joiner = track.consume(StartAt::default());
+    let waker = noop_waker();
+    let Poll::Ready(Ok(Some(mut late))) = joiner.poll_group(&mut Context::from_waker(&waker))
+    else {
+        panic!("the open group is the latest");
+    };
+    late.seek(1);
+    assert_eq!(
+        units(&mut late),
+        (vec![head.clone(), piece(b"0123")], false)
+    );
+    group.write_chunk(b"456").unwrap();
+    assert_eq!(units(&mut forward), (vec![piece(b"456")], false));
+    assert!(matches!(poll_frame(&mut whole), Poll::Ready(Ok(Some(_)))));
+    assert!(poll_frame(&mut whole).is_pending(), "not whole yet");
+    group.write_chunk(b"789").unwrap();
+    group.finish();
+    // The frame became whole between two polls: the rest comes from its joined payload.
+    assert_eq!(units(&mut forward), (vec![piece(b"789")], true));
+    assert_eq!(units(&mut late), (vec![piece(b"456789")], true));
+    let Poll::Ready(Ok(Some(frame))) = poll_frame(&mut whole) else {
+        panic!("the whole frame is readable");
+    };
+    assert_eq!(frame.payload, Bytes::from_static(b"0123456789"));
+}
+
+#[test]
+fn a_forwarding_reader_inside_an_aborted_frame_sees_the_code() {
+    let track = track(Limits::default());
+    let mut group = track.create_group(0).unwrap();
+    let mut forward = group.consume();
+    group.begin_frame(0, 4).unwrap();
+    group.write_chunk(b"ab").unwrap();
+    assert_eq!(units(&mut forward).0.len(), 2);
+    group.abort(StreamCode::Cancelled);
+    let waker = noop_waker();
+    let mut out = Vec::new();
+    assert_eq!(
+        forward.poll_units(&mut Context::from_waker(&waker), &mut out),
+        Poll::Ready(Err(StreamCode::Cancelled))
+    );
+    assert!(out.is_empty());
 }
 
 #[test]

@@ -1,14 +1,18 @@
 //! Frames on a group or FETCH stream (docs/wire.md §4.8-4.9): each frame is a header (its
 //! timestamp as a delta from the previous frame's, then its size) and its payload. One writer
-//! and one reader of that encoding, shared by subscriptions and fetches on both sides.
+//! and one reader of that encoding, shared by subscriptions and fetches on both sides, and
+//! the one forwarder of a group's frames that every wire family's group streams go through.
 //!
 //! The reader hands every frame to its group. A small frame, or one already read whole, goes
 //! in one piece; a larger one goes piece by piece as it arrives, so the receive budget never
 //! holds more of a stream than a small frame, whatever the number of streams and the size of
-//! their frames.
+//! their frames. The forwarder sends those pieces on as they come (cut-through): a large
+//! frame leaves the relay while it is still arriving.
+
+use std::future::poll_fn;
 
 use bytes::Bytes;
-use starling_model::{Frame, GroupProducer};
+use starling_model::{Frame, GroupConsumer, GroupProducer, Unit};
 use starling_proto::{limits, FrameHeader, StreamCode};
 use starling_transport::{RecvStream, SendStream};
 
@@ -31,9 +35,20 @@ impl FrameWriter {
         writer: &mut Writer<S>,
         frame: Frame,
     ) -> Result<(), Error> {
+        self.queue_head(writer, frame.timestamp, frame.payload.len())?;
+        writer.write_payload(frame.payload).await
+    }
+
+    /// Queue the header of a frame stamped `timestamp` whose `size` payload bytes follow.
+    pub(crate) fn queue_head<S: SendStream>(
+        &mut self,
+        writer: &mut Writer<S>,
+        timestamp: u64,
+        size: usize,
+    ) -> Result<(), Error> {
         // Before lite-05 no timestamp travels, so none can be out of reach.
         let delta = if writer.version().has_frame_timestamps() {
-            let delta = frame.timestamp as i128 - self.previous as i128;
+            let delta = timestamp as i128 - self.previous as i128;
             i64::try_from(delta)
                 .ok()
                 .filter(|d| (limits::MIN_ZIGZAG..=limits::MAX_ZIGZAG).contains(d))
@@ -41,12 +56,86 @@ impl FrameWriter {
         } else {
             0
         };
-        self.previous = frame.timestamp;
+        self.previous = timestamp;
         writer.queue_frame(&FrameHeader {
             timestamp_delta: delta,
-            size: frame.payload.len() as u64,
-        })?;
-        writer.write_payload(frame.payload).await
+            size: size as u64,
+        })
+    }
+}
+
+/// Forward `group` from its current frame on `writer`, through frame `last` when bounded:
+/// each frame's header as `head` queues it (given the writer, the frame's timestamp and
+/// size), then its payload as it arrives. A header goes out with its frame's first bytes, and
+/// the bytes taken in one turn go in one write. `sent` counts each frame once its last byte
+/// is written. A group aborted or expired meanwhile ends the stream with its code, even
+/// while a write waits on a slow reader.
+pub(crate) async fn forward_group<S: SendStream>(
+    writer: &mut Writer<S>,
+    group: &mut GroupConsumer,
+    last: Option<u64>,
+    mut head: impl FnMut(&mut Writer<S>, u64, usize) -> Result<(), Error>,
+    mut sent: impl FnMut(usize),
+) -> Result<(), StreamCode> {
+    let mut index = group.frame_index() as u64;
+    let past_last = |index: u64| last.is_some_and(|last| index > last);
+    let mut units = Vec::new();
+    // Bytes taken and not yet written: the current frame's, up to one write.
+    let mut payload = Vec::new();
+    // The frame being written: its size and the bytes of it still to take.
+    let mut size = 0;
+    let mut left = 0;
+    let mut done = past_last(index);
+    while !done {
+        done = poll_fn(|cx| group.poll_units(cx, &mut units)).await?;
+        let mut units = units.drain(..).peekable();
+        while let Some(unit) = units.next() {
+            match unit {
+                Unit::Head {
+                    timestamp,
+                    size: next,
+                } => {
+                    head(writer, timestamp, next).map_err(write_code)?;
+                    index += 1;
+                    (size, left) = (next, next);
+                }
+                Unit::Bytes(bytes) => {
+                    left = left.saturating_sub(bytes.len());
+                    payload.push(bytes);
+                }
+            }
+            // Written when the frame is whole (an empty one's header at once, as a whole
+            // frame's would go) or when this turn took all there was of it.
+            if left == 0 || units.peek().is_none() {
+                tokio::select! {
+                    biased;
+                    written = writer.write_payloads(&mut payload) => written.map_err(write_code)?,
+                    code = group.aborted() => return Err(code),
+                }
+            }
+            if left == 0 {
+                sent(size);
+                // Frame End bounds the end group: stop after the last requested frame.
+                if past_last(index) {
+                    done = true;
+                    break;
+                }
+            }
+        }
+    }
+    writer.flush().await.map_err(write_code)?;
+    Ok(())
+}
+
+/// The code a group stream ends with when writing it failed.
+fn write_code(err: Error) -> StreamCode {
+    match err {
+        Error::Stream(code) => code,
+        Error::Transport(starling_transport::TransportError::Stopped(code)) => {
+            StreamCode::from_code(code)
+        }
+        Error::Transport(_) => StreamCode::Cancelled,
+        _ => StreamCode::Internal,
     }
 }
 

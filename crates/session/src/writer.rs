@@ -77,6 +77,21 @@ impl<S: SendStream> Writer<S> {
         Ok(())
     }
 
+    /// Write what is queued and then `payloads` (a frame's pieces, say), without copying
+    /// them, in one transport write; `payloads` is left empty for reuse.
+    pub async fn write_payloads(&mut self, payloads: &mut Vec<Bytes>) -> Result<(), Error> {
+        if !self.buf.is_empty() {
+            payloads.insert(0, self.buf.split().freeze());
+        }
+        let written = match payloads.as_mut_slice() {
+            [] => Ok(()),
+            [one] => self.stream.write(std::mem::take(one)).await,
+            many => self.stream.write_chunks(many).await,
+        };
+        payloads.clear();
+        Ok(written?)
+    }
+
     pub async fn message<M: Message>(&mut self, message: &M) -> Result<(), Error> {
         self.queue(message)?;
         self.flush().await

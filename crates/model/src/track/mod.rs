@@ -22,7 +22,7 @@ use starling_proto::StreamCode;
 
 use crate::cache::{CacheBudget, CacheMember, Leave, Membership, FRAME_OVERHEAD, GROUP_OVERHEAD};
 use crate::error::ModelError;
-use crate::group::{Group, GroupConsumer, GroupHome, GroupProducer, Home, Settle};
+use crate::group::{Group, GroupConsumer, GroupHome, GroupProducer, Held, Home, Settle};
 use crate::route::Route;
 use crate::stats::TrackStats;
 use crate::waiters::Waiters;
@@ -543,7 +543,7 @@ impl TrackProducer {
         }
         let producer = GroupProducer::new(group, self.shared.limits, Some(self.home(arrival)));
         Ok(if self.shared.resumable.load(Ordering::Relaxed) {
-            producer.resuming(0)
+            producer.resuming(Held::default())
         } else {
             producer
         })

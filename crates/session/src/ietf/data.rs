@@ -2,9 +2,8 @@
 //! stream per group, its frames as objects numbered from the group's first, each frame's
 //! timestamp as the Timestamp property; the end of a track as an END_OF_TRACK object on a
 //! stream of its own; a fetched group on a FETCH_HEADER stream. One writer of each, shared
-//! by every draft, and the reader of subgroup objects.
-
-use std::future::poll_fn;
+//! by every draft, and the reader of subgroup objects. A subgroup's objects go through the
+//! session's one group forwarder (`frames.rs`), a large one's payload as it arrives.
 
 use starling_model::{Frame, GroupConsumer};
 use starling_proto::ietf::fetch_stream::{encode_header, FetchEntry, FetchObject, FetchSubgroup};
@@ -15,6 +14,7 @@ use starling_proto::StreamCode;
 use starling_transport::SendStream;
 
 use crate::error::Error;
+use crate::frames::forward_group;
 use crate::violation::Violation;
 use crate::writer::Writer;
 
@@ -50,52 +50,41 @@ impl Subgroups {
         &self,
         writer: &mut Writer<S>,
         group: &mut GroupConsumer,
-        mut sent: impl FnMut(usize),
+        sent: impl FnMut(usize),
     ) -> Result<(), StreamCode> {
         let first = group.frame_index() as u64;
         self.header(group.sequence(), first == 0, self.properties)
             .encode(self.draft, writer.queued())
             .map_err(|_| StreamCode::Internal)?;
         let mut next_id = first;
-        let mut frames = Vec::new();
-        loop {
-            let done = poll_fn(|cx| group.poll_frames(cx, &mut frames)).await?;
-            for frame in frames.drain(..) {
-                let size = frame.payload.len();
-                // The first object's delta is its id; contiguous ones follow at 0.
-                let id_delta = if next_id == first { first } else { 0 };
-                next_id += 1;
-                tokio::select! {
-                    biased;
-                    written = self.write_object(writer, id_delta, frame) => written.map_err(stream_code)?,
-                    code = group.aborted() => return Err(code),
-                }
-                sent(size);
-            }
-            if done {
-                writer.flush().await.map_err(stream_code)?;
-                return Ok(());
-            }
-        }
+        let head = |writer: &mut Writer<S>, timestamp, size| {
+            // The first object's delta is its id; contiguous ones follow at 0.
+            let id_delta = if next_id == first { first } else { 0 };
+            next_id += 1;
+            self.queue_object_head(writer, id_delta, timestamp, size)
+        };
+        forward_group(writer, group, None, head, sent).await
     }
 
-    async fn write_object<S: SendStream>(
+    /// Queue the header of an object of `size` payload bytes stamped `timestamp`.
+    fn queue_object_head<S: SendStream>(
         &self,
         writer: &mut Writer<S>,
         id_delta: u64,
-        frame: Frame,
+        timestamp: u64,
+        size: usize,
     ) -> Result<(), Error> {
         ObjectHeader {
             id_delta,
             properties: self.properties.then_some(ObjectProperties {
-                timestamp: Some(frame.timestamp),
+                timestamp: Some(timestamp),
                 timescale: None,
             }),
-            length: frame.payload.len() as u64,
-            status: frame.payload.is_empty().then_some(status::NORMAL),
+            length: size as u64,
+            status: (size == 0).then_some(status::NORMAL),
         }
         .encode(self.draft, writer.queued())?;
-        writer.write_payload(frame.payload).await
+        Ok(())
     }
 
     /// The track ended before group `end`: one stream whose only object, at 0, says
@@ -165,18 +154,6 @@ pub(crate) async fn write_fetch<S: SendStream>(
     }
     writer.flush().await?;
     writer.finish()
-}
-
-/// The stream code a failed write ends a group stream with.
-fn stream_code(err: Error) -> StreamCode {
-    match err {
-        Error::Stream(code) => code,
-        Error::Transport(starling_transport::TransportError::Stopped(code)) => {
-            StreamCode::from_code(code)
-        }
-        Error::Transport(_) => StreamCode::Cancelled,
-        _ => StreamCode::Internal,
-    }
 }
 
 /// An object read off a subgroup stream.

@@ -4,7 +4,6 @@
 //! with the IETF drafts.
 
 use std::collections::VecDeque;
-use std::future::poll_fn;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -17,7 +16,7 @@ use starling_transport::Transport;
 use tokio::sync::watch;
 
 use crate::error::Error;
-use crate::frames::FrameWriter;
+use crate::frames::{forward_group, FrameWriter};
 use crate::reader::Reader;
 use crate::serve::{self, Event, Events, Failure, GroupWire, Place, ServeWire, Urgency};
 use crate::shared::Shared;
@@ -388,51 +387,24 @@ async fn write_group<T: Transport>(
         .queue_varint(UniType::Group.code())
         .and_then(|_| writer.queue(&header))
         .map_err(|_| StreamCode::Internal)?;
+    let sequence = group.sequence();
     let mut frames_out = FrameWriter::default();
-    let mut index = header.frame_start;
-    let mut frames = Vec::new();
-    loop {
-        let mut done = poll_fn(|cx| group.poll_frames(cx, &mut frames)).await?;
-        if let Some(last) = last_frame {
-            // Frame End bounds the end group: stop after the last requested frame.
-            let room = (last + 1).saturating_sub(index) as usize;
-            if frames.len() >= room {
-                frames.truncate(room);
-                done = true;
-            }
+    let head = |writer: &mut Writer<T::Send>, timestamp, size| {
+        // A SUBSCRIBE_UPDATE re-prioritizes in-flight streams at the next frame.
+        if let Some(priority) = priority
+            .as_mut()
+            .filter(|p| p.has_changed().unwrap_or(false))
+        {
+            writer.set_priority(priority.borrow_and_update().order(sequence));
         }
-        index += frames.len() as u64;
-        for frame in frames.drain(..) {
-            // A SUBSCRIBE_UPDATE re-prioritizes in-flight streams at the next frame.
-            if let Some(priority) = priority
-                .as_mut()
-                .filter(|p| p.has_changed().unwrap_or(false))
-            {
-                writer.set_priority(priority.borrow_and_update().order(group.sequence()));
-            }
-            let size = frame.payload.len();
-            // A write blocked by a slow reader still notices the group leaving the cache.
-            tokio::select! {
-                biased;
-                written = frames_out.write(writer, frame) => written.map_err(|e| match e {
-                    Error::Stream(code) => code,
-                    Error::Transport(starling_transport::TransportError::Stopped(code)) => {
-                        StreamCode::from_code(code)
-                    }
-                    Error::Transport(_) => StreamCode::Cancelled,
-                    _ => StreamCode::Internal,
-                })?,
-                code = group.aborted() => return Err(code),
-            }
-            shared.stats.frames_sent.fetch_add(1, Ordering::Relaxed);
-            shared
-                .stats
-                .bytes_sent
-                .fetch_add(size as u64, Ordering::Relaxed);
-        }
-        if done {
-            writer.flush().await.map_err(|_| StreamCode::Cancelled)?;
-            return Ok(());
-        }
-    }
+        frames_out.queue_head(writer, timestamp, size)
+    };
+    forward_group(writer, group, last_frame, head, |size| {
+        shared.stats.frames_sent.fetch_add(1, Ordering::Relaxed);
+        shared
+            .stats
+            .bytes_sent
+            .fetch_add(size as u64, Ordering::Relaxed);
+    })
+    .await
 }
