@@ -9,6 +9,13 @@
 #
 # Writes target/side-by-side/<time>/: one JSON summary per run under <scenario>/, the relay
 # logs, and report.md (machine, versions, commands and the tables).
+#
+# With PERF=1 (root: the kernel's tracepoints), each fanout run also counts the relay's UDP
+# send system calls and the packets it hands to the network device, per delivered frame.
+# They are recorded machine-wide, every event, and counted for the relay's pid (this VM's
+# perf cannot attach to a process); on loopback a segmentation-offload batch is one packet
+# there. Recording every send costs the sender time in the kernel, so take the CPU figures
+# from runs without it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=lib/relay-ready.sh
@@ -76,14 +83,54 @@ scenario_args() {
     esac
 }
 
+# The relay's sends, counted by the kernel while a load runs (see above).
+SENDS="syscalls:sys_enter_sendmsg,syscalls:sys_enter_sendmmsg,syscalls:sys_enter_sendto"
+PERF=${PERF:-0}
+if [ "$PERF" = 1 ] && ! perf record -q -a -c 1 -e "$SENDS,net:net_dev_xmit" \
+    -o /dev/null -- true >/dev/null 2>&1; then
+    echo "side-by-side: perf cannot read the send tracepoints here; no packet counts" >&2
+    PERF=0
+fi
+count_sends() {
+    perf record -q -a -c 1 -e "$SENDS,net:net_dev_xmit" -o "$1" >/dev/null 2>&1 &
+    PERF_PID=$!
+}
+# Stop the recording and add the relay's counts to the run's summary as `relay_sends`.
+record_sends() {
+    kill -INT "$PERF_PID" 2>/dev/null || true
+    wait "$PERF_PID" 2>/dev/null || true
+    perf script -i "$1" -F pid,event 2>/dev/null | python3 -c '
+import json, sys
+pid, summary = sys.argv[1], sys.argv[2]
+sends = {"syscalls": 0, "packets": 0}
+for line in sys.stdin:
+    fields = line.split()
+    if len(fields) >= 2 and fields[0] == pid:
+        sends["packets" if fields[1].startswith("net:") else "syscalls"] += 1
+with open(summary) as f:
+    data = json.load(f)
+data["relay_sends"] = sends
+with open(summary, "w") as f:
+    json.dump(data, f, indent=2)
+' "$RELAY_PID" "$2"
+    rm -f "$1"
+}
+
 for scenario in $SCENARIOS; do
     mkdir -p "$OUT/$scenario"
     for pair in $(seq 1 "$PAIRS"); do
         for relay in starling moq-relay; do
             start_relay "$relay"
+            run="$OUT/$scenario/$relay-$pair"
+            counted=0
+            if [ "$PERF" = 1 ] && [[ $scenario == fanout* ]]; then
+                count_sends "$run.perf.data"
+                counted=1
+            fi
             # shellcheck disable=SC2046
             "$LOAD" $(scenario_args "$scenario") "${COMMON[@]}" --relay-pid "$RELAY_PID" \
-                --json "$OUT/$scenario/$relay-$pair.json" >"$OUT/$scenario/$relay-$pair.txt"
+                --json "$run.json" >"$run.txt"
+            [ "$counted" = 0 ] || record_sends "$run.perf.data" "$run.json"
             stop_relay
             echo "$scenario pair $pair: $relay done"
         done

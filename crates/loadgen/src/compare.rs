@@ -53,6 +53,14 @@ fn peak_rss_mib(summary: &Value) -> Option<f64> {
         .map(|bytes| bytes / (1024.0 * 1024.0))
 }
 
+/// The relay's sends of one kind (`relay_sends`, counted by the kernel around the run) per
+/// frame delivered to a subscriber.
+fn per_delivered(summary: &Value, kind: &str) -> Option<f64> {
+    let delivered = summary["frames"]["delivered"].as_f64()?;
+    let count = summary["relay_sends"][kind].as_f64()?;
+    (delivered > 0.0).then_some(count / delivered)
+}
+
 fn latency(summary: &Value, name: &str, stat: &str) -> Option<f64> {
     summary["latency"][name][stat].as_f64()
 }
@@ -92,6 +100,14 @@ pub fn figures(mode: &str, idle: bool) -> Vec<Figure> {
                     let delivered = s["frames"]["delivered"].as_f64()?;
                     (delivered > 0.0).then_some(relay_cpu(s)? * 1000.0 / delivered)
                 },
+            },
+            Figure {
+                name: "relay UDP send syscalls per delivered frame",
+                read: |s| per_delivered(s, "syscalls"),
+            },
+            Figure {
+                name: "relay packets per delivered frame",
+                read: |s| per_delivered(s, "packets"),
             },
             Figure {
                 name: "delivery p50 (ms)",
@@ -386,12 +402,37 @@ mod tests {
         // Zero loss on both sides has no ratio, only medians.
         let lost = rows.iter().find(|r| r.figure == "frames lost").unwrap();
         assert_eq!((lost.a_median, lost.ratio), (Some(0.0), None));
+        // Runs without the kernel's send counts have no packet figures.
+        let packets = rows
+            .iter()
+            .find(|r| r.figure == "relay packets per delivered frame")
+            .unwrap();
+        assert_eq!((packets.a_median, packets.ratio), (None, None));
         let table = markdown("fanout", "starling", "moq-relay", &rows);
         assert!(
             table.contains(
                 "| relay CPU s per 1000 delivered frames | 1.00 | 2.00 | 0.2500 | 0.5000 | 1.00 |"
             ),
             "{table}"
+        );
+    }
+
+    #[test]
+    fn sends_are_per_delivered_frame() {
+        let mut a = fanout(1.0, 1000, 1.0);
+        a["relay_sends"] = json!({"syscalls": 1500, "packets": 1200});
+        let mut b = fanout(1.0, 2000, 1.0);
+        b["relay_sends"] = json!({"syscalls": 6000, "packets": 4800});
+        let rows = rows(&[(a, b)], &figures("fanout", false));
+        let find = |name| rows.iter().find(|r| r.figure == name).unwrap();
+        let syscalls = find("relay UDP send syscalls per delivered frame");
+        assert_eq!(
+            (syscalls.a_median, syscalls.b_median),
+            (Some(1.5), Some(3.0))
+        );
+        assert_eq!(
+            find("relay packets per delivered frame").ratio,
+            Some((0.5, 0.5, 0.5))
         );
     }
 

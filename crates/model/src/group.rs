@@ -39,12 +39,14 @@ pub struct Frame {
     pub payload: Bytes,
 }
 
-/// What a forwarding reader takes next (`GroupConsumer::poll_units`): a frame's header, then
-/// its payload in one or more pieces.
+/// What a forwarding reader takes next (`GroupConsumer::poll_units`): a whole frame, or a
+/// frame still arriving as its header and then its payload in pieces.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Unit {
-    /// The next frame starts: its timestamp and payload size. `Bytes` units follow until
-    /// `size` bytes have come (none for an empty frame).
+    /// A whole frame.
+    Frame(Frame),
+    /// A frame still arriving starts: its timestamp and payload size. `Bytes` units follow
+    /// until `size` bytes have come (none for an empty frame).
     Head { timestamp: u64, size: usize },
     /// The next bytes of the frame the last `Head` started.
     Bytes(Bytes),
@@ -656,9 +658,10 @@ impl GroupConsumer {
         }
     }
 
-    /// For a writer forwarding the group: every frame header and payload byte that came past
-    /// the cursor, a frame still arriving included (its header at once, then each piece as
-    /// it comes), plus whether the group has ended with all of it handed out, in one lock.
+    /// For a writer forwarding the group: every whole frame past the cursor, then the frame
+    /// still arriving, if any (its header at once, then each piece as it comes, and the rest
+    /// of it once it is whole), plus whether the group has ended with all of it handed out,
+    /// in one lock.
     pub fn poll_units(
         &mut self,
         cx: &mut Context<'_>,
@@ -666,43 +669,15 @@ impl GroupConsumer {
     ) -> Poll<Result<bool, StreamCode>> {
         let mut state = self.group.state.lock();
         let before = out.len();
-        if let Some((_, taken)) = self.following {
-            if let Some(frame) = state.frames.get(self.index) {
-                // The frame it followed is whole now: the rest of it, from its payload.
-                if taken < frame.payload.len() {
-                    out.push(Unit::Bytes(frame.payload.slice(taken..)));
-                }
-                self.following = None;
-                self.index += 1;
+        if self.following.is_none() && state.partial.is_none() {
+            // Whole frames only, the common case.
+            if let Some(frames) = state.frames.get(self.index..).filter(|f| !f.is_empty()) {
+                out.extend(frames.iter().cloned().map(Unit::Frame));
+                self.index = state.frames.len();
+                return Poll::Ready(Ok(state.end == Some(Ok(()))));
             }
-        }
-        if self.following.is_none() {
-            if let Some(frames) = state.frames.get(self.index..) {
-                for frame in frames {
-                    out.push(Unit::Head {
-                        timestamp: frame.timestamp,
-                        size: frame.payload.len(),
-                    });
-                    if !frame.payload.is_empty() {
-                        out.push(Unit::Bytes(frame.payload.clone()));
-                    }
-                }
-                self.index += frames.len();
-            }
-            if let (Some(partial), true) = (&state.partial, self.index == state.frames.len()) {
-                out.push(Unit::Head {
-                    timestamp: partial.timestamp,
-                    size: partial.size,
-                });
-                self.following = Some((0, 0));
-            }
-        }
-        if let (Some((pieces, taken)), Some(partial)) = (&mut self.following, &state.partial) {
-            for piece in partial.pieces.get(*pieces..).unwrap_or_default() {
-                *taken += piece.len();
-                out.push(Unit::Bytes(piece.clone()));
-            }
-            *pieces = partial.pieces.len();
+        } else {
+            Self::follow(&mut self.index, &mut self.following, &state, out);
         }
         let ended = self.following.is_none() && self.index >= state.frames.len();
         if out.len() > before {
@@ -715,6 +690,47 @@ impl GroupConsumer {
                 state.waiters.register(cx);
                 Poll::Pending
             }
+        }
+    }
+
+    /// `poll_units` with a frame arriving or followed: the rest of the one it followed, if it
+    /// is whole now, the whole frames after it, then the arriving frame's header (when this
+    /// reader starts it) and its pieces not yet taken.
+    fn follow(
+        index: &mut usize,
+        following: &mut Option<(usize, usize)>,
+        state: &GroupState,
+        out: &mut Vec<Unit>,
+    ) {
+        if let Some((_, taken)) = *following {
+            if let Some(frame) = state.frames.get(*index) {
+                // The frame it followed is whole now: the rest of it, from its payload.
+                if taken < frame.payload.len() {
+                    out.push(Unit::Bytes(frame.payload.slice(taken..)));
+                }
+                *following = None;
+                *index += 1;
+            }
+        }
+        if following.is_none() {
+            if let Some(frames) = state.frames.get(*index..) {
+                out.extend(frames.iter().cloned().map(Unit::Frame));
+                *index += frames.len();
+            }
+            if let (Some(partial), true) = (&state.partial, *index == state.frames.len()) {
+                out.push(Unit::Head {
+                    timestamp: partial.timestamp,
+                    size: partial.size,
+                });
+                *following = Some((0, 0));
+            }
+        }
+        if let (Some((pieces, taken)), Some(partial)) = (following.as_mut(), &state.partial) {
+            for piece in partial.pieces.get(*pieces..).unwrap_or_default() {
+                *taken += piece.len();
+                out.push(Unit::Bytes(piece.clone()));
+            }
+            *pieces = partial.pieces.len();
         }
     }
 }

@@ -122,7 +122,7 @@ fn a_lost_source_hands_the_track_over_without_gap_or_duplicate() {
         let _ = group.poll_units(&mut Context::from_waker(&waker), &mut out);
         out
     };
-    assert_eq!(units(&mut forward).len(), 4, "two whole frames");
+    assert_eq!(units(&mut forward).len(), 2, "two whole frames");
     let mut read = |group: &mut starling_model::GroupConsumer| match group.poll_frame(&mut cx) {
         Poll::Ready(Ok(Some(frame))) => Some(frame.payload),
         Poll::Ready(other) => panic!("group ended: {other:?}"),

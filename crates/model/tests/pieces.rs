@@ -57,13 +57,13 @@ fn a_forwarding_reader_takes_each_piece_as_it_comes() {
         timestamp: 7,
         size: 10,
     };
-    let whole_head = Unit::Head {
+    let first = Unit::Frame(Frame {
         timestamp: 1,
-        size: 1,
-    };
+        payload: Bytes::from_static(b"w"),
+    });
     assert_eq!(
         units(&mut forward),
-        (vec![whole_head, piece(b"w"), head.clone()], false),
+        (vec![first, head.clone()], false),
         "the whole frame, then the next one's header before any of its bytes"
     );
     group.write_chunk(b"0123").unwrap();

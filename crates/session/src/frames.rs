@@ -66,10 +66,10 @@ impl FrameWriter {
 
 /// Forward `group` from its current frame on `writer`, through frame `last` when bounded:
 /// each frame's header as `head` queues it (given the writer, the frame's timestamp and
-/// size), then its payload as it arrives. A header goes out with its frame's first bytes, and
-/// the bytes taken in one turn go in one write. `sent` counts each frame once its last byte
-/// is written. A group aborted or expired meanwhile ends the stream with its code, even
-/// while a write waits on a slow reader.
+/// size), then its payload, a whole frame's with its header in one write, a frame still
+/// arriving as its pieces come, those one turn took in one write. `sent` counts each frame
+/// once its last byte is written. A group aborted or expired meanwhile ends the stream with
+/// its code, even while a write waits on a slow reader.
 pub(crate) async fn forward_group<S: SendStream>(
     writer: &mut Writer<S>,
     group: &mut GroupConsumer,
@@ -80,47 +80,66 @@ pub(crate) async fn forward_group<S: SendStream>(
     let mut index = group.frame_index() as u64;
     let past_last = |index: u64| last.is_some_and(|last| index > last);
     let mut units = Vec::new();
-    // Bytes taken and not yet written: the current frame's, up to one write.
-    let mut payload = Vec::new();
-    // The frame being written: its size and the bytes of it still to take.
+    // The pieces of the arriving frame taken and not yet written.
+    let mut pieces = Vec::new();
+    // The arriving frame: its size and the bytes of it still to take.
     let mut size = 0;
     let mut left = 0;
     let mut done = past_last(index);
+    // A write, unless the group is aborted or expires first (its code, then). Written in
+    // place: a future of its own per frame costs a copy of its state.
+    macro_rules! racing {
+        ($write:expr) => {
+            tokio::select! {
+                biased;
+                written = $write => written.map_err(write_code)?,
+                code = group.aborted() => return Err(code),
+            }
+        };
+    }
     while !done {
         done = poll_fn(|cx| group.poll_units(cx, &mut units)).await?;
-        let mut units = units.drain(..).peekable();
-        while let Some(unit) = units.next() {
-            match unit {
+        for unit in units.drain(..) {
+            let whole = match unit {
+                Unit::Frame(frame) => {
+                    let len = frame.payload.len();
+                    head(writer, frame.timestamp, len).map_err(write_code)?;
+                    racing!(writer.write_payload(frame.payload));
+                    Some(len)
+                }
                 Unit::Head {
                     timestamp,
                     size: next,
                 } => {
                     head(writer, timestamp, next).map_err(write_code)?;
-                    index += 1;
                     (size, left) = (next, next);
+                    // An empty frame's header goes at once, as a whole one's would.
+                    if next == 0 {
+                        racing!(writer.flush());
+                    }
+                    (next == 0).then_some(0)
                 }
                 Unit::Bytes(bytes) => {
                     left = left.saturating_sub(bytes.len());
-                    payload.push(bytes);
+                    pieces.push(bytes);
+                    if left == 0 {
+                        racing!(writer.write_payloads(&mut pieces));
+                    }
+                    (left == 0).then_some(size)
                 }
-            }
-            // Written when the frame is whole (an empty one's header at once, as a whole
-            // frame's would go) or when this turn took all there was of it.
-            if left == 0 || units.peek().is_none() {
-                tokio::select! {
-                    biased;
-                    written = writer.write_payloads(&mut payload) => written.map_err(write_code)?,
-                    code = group.aborted() => return Err(code),
-                }
-            }
-            if left == 0 {
-                sent(size);
+            };
+            if let Some(len) = whole {
+                index += 1;
+                sent(len);
                 // Frame End bounds the end group: stop after the last requested frame.
                 if past_last(index) {
                     done = true;
                     break;
                 }
             }
+        }
+        if !pieces.is_empty() {
+            racing!(writer.write_payloads(&mut pieces));
         }
     }
     writer.flush().await.map_err(write_code)?;

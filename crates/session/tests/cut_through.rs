@@ -26,6 +26,7 @@ async fn take_until(group: &mut GroupConsumer, got: &mut Vec<u8>, want: usize) -
             match unit {
                 Unit::Head { size, .. } => assert_eq!(size, SIZE, "the declared size first"),
                 Unit::Bytes(bytes) => got.extend_from_slice(&bytes),
+                Unit::Frame(_) => panic!("the frame was whole before its bytes were forwarded"),
             }
         }
         if done || got.len() >= want {
