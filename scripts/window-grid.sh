@@ -7,6 +7,11 @@
 # to the relay, so the relay's receive window faces a bufferbloated link. Starling and
 # moq-relay 0.17.10 take the same load in turn, cell by cell.
 #
+# PATHS may also name `twolinks`: the same namespaces with the 200 Mbit/s link shaped both
+# ways, so a frame crosses two bottlenecked links (the publisher's uplink, then the
+# subscriber's downlink) and a relay that forwards a frame's bytes as they arrive delivers it
+# about one link's transfer time sooner than one that waits for its last byte.
+#
 #   scripts/window-grid.sh                        # the whole grid (about an hour)
 #   STREAMS="16" FRAMES="256KiB" PATHS=loopback scripts/window-grid.sh
 #
@@ -57,6 +62,7 @@ LOAD=$PWD/target/release/starling-load
 # whose client end sends through tbf at 200 Mbit/s with a 250 ms queue.
 NS_CLIENT=sl-grid-c
 NS_RELAY=sl-grid-r
+# bottleneck_up [both]: with `both`, the relay's end sends through its own tbf too.
 bottleneck_up() {
     bottleneck_down
     ip netns add "$NS_CLIENT"
@@ -72,6 +78,9 @@ bottleneck_up() {
     ip -n "$NS_CLIENT" link set sl-grid-c up
     ip -n "$NS_RELAY" link set sl-grid-r up
     tc -n "$NS_CLIENT" qdisc add dev sl-grid-c root tbf rate 200mbit burst 128kb latency 250ms
+    if [ "${1:-}" = both ]; then
+        tc -n "$NS_RELAY" qdisc add dev sl-grid-r root tbf rate 200mbit burst 128kb latency 250ms
+    fi
 }
 bottleneck_down() {
     ip netns del "$NS_CLIENT" 2>/dev/null || true
@@ -93,7 +102,7 @@ stop_relay() {
 }
 cleanup() {
     stop_relay
-    if [[ " $PATHS " == *" bottleneck "* ]]; then bottleneck_down; fi
+    if [[ " $PATHS " == *" bottleneck "* || " $PATHS " == *" twolinks "* ]]; then bottleneck_down; fi
 }
 trap cleanup EXIT
 
@@ -152,12 +161,12 @@ failures=0
 for path in $PATHS; do
     case $path in
         loopback) IN_NS=(); CLIENT_NS=(); HOST=127.0.0.1; RATE=$LOOPBACK_RATE ;;
-        bottleneck)
+        bottleneck | twolinks)
             if [ "$(id -u)" -ne 0 ]; then
-                echo "window-grid: the bottleneck needs root (network namespaces); skipped" >&2
+                echo "window-grid: the $path path needs root (network namespaces); skipped" >&2
                 continue
             fi
-            bottleneck_up
+            if [ "$path" = twolinks ]; then bottleneck_up both; else bottleneck_up; fi
             IN_NS=(ip netns exec "$NS_RELAY"); CLIENT_NS=(ip netns exec "$NS_CLIENT")
             HOST=10.231.0.2; RATE=$BOTTLENECK_RATE ;;
     esac
@@ -221,7 +230,7 @@ PY
             done
         done
     done
-    if [ "$path" = bottleneck ]; then bottleneck_down; fi
+    if [ "$path" != loopback ]; then bottleneck_down; fi
 done
 
 {

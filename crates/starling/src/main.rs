@@ -1,6 +1,8 @@
 //! `starling`: the relay and the command-line client in one binary.
 
-/// mimalloc: glibc's malloc and free were about 15 % of the relay's profile under load.
+/// mimalloc: glibc's malloc and free were about 15 % of the relay's profile under load. The
+/// `system-allocator` feature leaves the system's, for heap profilers.
+#[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
