@@ -10,7 +10,7 @@ use starling_net::qmux::{websocket_acceptor, QmuxAccepted, QmuxTcpListener};
 use starling_net::{Server, ServerConfig, TlsCertificate};
 use starling_proto::{Protocol, SessionCode, LEGACY_ALPN};
 use starling_session::{
-    random_hop, Accepting, ReceivePool, SessionConfig, StateLedger, WindowRange,
+    random_hop, Accepting, ReceivePool, Session, SessionConfig, StateLedger, WindowRange,
 };
 use starling_transport::Transport;
 
@@ -552,8 +552,22 @@ impl Inner {
     /// The handshake, admission and start are boxed: they run once, and the task that then
     /// holds the session for its whole life keeps only what it needs for that (an idle
     /// session's task was 8 KiB, the size of its largest step).
-    async fn serve<T: Transport>(self: Arc<Self>, mut accepted: Incoming<T>) {
-        // The admission slot is given back when this returns: the session has ended. Its
+    /// Serve one connection: establish its session, then hold it until it ends. The task
+    /// lives as long as the session, so what it holds meanwhile is kept small: the
+    /// establishing (handshake, auth, start: several KiB of state) is boxed and gone once the
+    /// session runs, and only the session, its lease and its registration stay.
+    async fn serve<T: Transport>(self: Arc<Self>, accepted: Incoming<T>) {
+        if let Some(live) = Box::pin(self.clone().establish(accepted)).await {
+            self.hold::<T>(live).await;
+        }
+    }
+
+    /// Handshake, admit and start the session of `accepted`, and register it.
+    async fn establish<T: Transport>(
+        self: Arc<Self>,
+        mut accepted: Incoming<T>,
+    ) -> Option<Live<T>> {
+        // The admission slot is given back when the session ends (it goes with `Live`). Its
         // setup slot goes once the session is established.
         let mut ticket = accepted.ticket.take();
         let admitting = Admitting::enter(&self.admitting);
@@ -580,7 +594,7 @@ impl Inner {
                         "no common version",
                     );
                     self.metrics.rejected(Rejection::Version);
-                    return;
+                    return None;
                 }
             },
             _ => {
@@ -598,7 +612,7 @@ impl Inner {
                     } else {
                         Rejection::Handshake
                     });
-                return;
+                return None;
             }
         };
         let version = accepting.protocol();
@@ -643,10 +657,10 @@ impl Inner {
                 } else {
                     Rejection::Unauthorized
                 });
-                return;
+                return None;
             }
         };
-        let (grant, mut lease) = (admitted.grant, admitted.lease);
+        let (grant, lease) = (admitted.grant, admitted.lease);
         let mut config = SessionConfig::new(self.hop);
         config.max_hops = self.config.cluster.max_hops;
         // A peer relay (so its auth grant says) hears hidden paths, and its routes take the
@@ -673,7 +687,7 @@ impl Inner {
             Ok(session) => session,
             Err(err) => {
                 tracing::debug!(%remote, %err, "session start failed");
-                return;
+                return None;
             }
         };
         if let Some(ticket) = &mut ticket {
@@ -705,6 +719,25 @@ impl Inner {
             // Admitted while the relay shuts down, maybe after the drain listed its sessions.
             let _ = session.goaway("").await;
         }
+        Some(Live {
+            session,
+            lease,
+            remote,
+            _ticket: ticket,
+            _registered,
+        })
+    }
+
+    /// Hold an established session until it ends, then account for it.
+    async fn hold<T: Transport>(&self, live: Live<T>) {
+        // The admission slot and the registration are held (named) until this returns.
+        let Live {
+            session,
+            mut lease,
+            remote,
+            _ticket,
+            _registered,
+        } = live;
         // The lease ends the session with UNAUTHORIZED when its grant expires, is revoked
         // or narrows.
         let err = tokio::select! {
@@ -732,6 +765,16 @@ impl Inner {
         );
         tracing::info!(%remote, %err, "session closed");
     }
+}
+
+/// An established session and what its life holds: its lease (which may end it), its place
+/// in the registry and its admission slot, both given back when it is dropped.
+struct Live<T: Transport> {
+    session: Session<T>,
+    lease: crate::auth::Lease,
+    remote: SocketAddr,
+    _ticket: Option<starling_net::Ticket>,
+    _registered: crate::registry::Registered,
 }
 
 /// A dialed target's path, query dropped, always starting with `/`.
