@@ -425,9 +425,13 @@ impl GroupProducer {
             return Ok(());
         }
         // The pieces are joined outside the lock; readers keep following them meanwhile.
-        let pieces = match self.group.state.lock().partial.as_ref() {
-            Some(partial) => partial.pieces.clone(),
-            None => return Ok(()),
+        let pieces = {
+            let state = self.group.state.lock();
+            state.still_open()?;
+            match state.partial.as_ref() {
+                Some(partial) => partial.pieces.clone(),
+                None => return Ok(()),
+            }
         };
         let payload = match pieces.as_slice() {
             [] => Bytes::new(),
