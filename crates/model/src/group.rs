@@ -59,8 +59,6 @@ struct Partial {
     timestamp: u64,
     size: usize,
     pieces: Vec<Bytes>,
-    /// Bytes in `pieces`.
-    received: usize,
 }
 
 #[derive(Debug)]
@@ -150,7 +148,10 @@ impl Group {
         state.orphaned = false;
         Some(Held {
             frames: state.frames.len(),
-            partial: state.partial.as_ref().map(|p| (p.size, p.received)),
+            partial: state
+                .partial
+                .as_ref()
+                .map(|p| (p.size, p.pieces.iter().map(Bytes::len).sum())),
         })
     }
 
@@ -361,7 +362,6 @@ impl GroupProducer {
                     timestamp,
                     size,
                     pieces: Vec::new(),
-                    received: 0,
                 });
                 state.waiters.wake_all();
                 settle
@@ -404,7 +404,6 @@ impl GroupProducer {
             // would arrive: refuse the piece rather than hold it uncharged.
             state.still_open()?;
             if let (Some(piece), Some(partial)) = (piece, state.partial.as_mut()) {
-                partial.received += piece.len();
                 partial.pieces.push(piece);
                 state.waiters.wake_all();
             }
@@ -673,15 +672,35 @@ impl GroupConsumer {
     ) -> Poll<Result<bool, StreamCode>> {
         let mut state = self.group.state.lock();
         let before = out.len();
-        if self.following.is_none() && state.partial.is_none() {
-            // Whole frames only, the common case.
-            if let Some(frames) = state.frames.get(self.index..).filter(|f| !f.is_empty()) {
-                out.extend(frames.iter().cloned().map(Unit::Frame));
-                self.index = state.frames.len();
-                return Poll::Ready(Ok(state.end == Some(Ok(()))));
+        if let Some((_, taken)) = self.following {
+            if let Some(frame) = state.frames.get(self.index) {
+                // The frame it followed is whole now: the rest of it, from its payload.
+                if taken < frame.payload.len() {
+                    out.push(Unit::Bytes(frame.payload.slice(taken..)));
+                }
+                self.following = None;
+                self.index += 1;
             }
-        } else {
-            Self::follow(&mut self.index, &mut self.following, &state, out);
+        }
+        if self.following.is_none() {
+            if let Some(frames) = state.frames.get(self.index..) {
+                out.extend(frames.iter().cloned().map(Unit::Frame));
+                self.index += frames.len();
+            }
+            if let (Some(partial), true) = (&state.partial, self.index == state.frames.len()) {
+                out.push(Unit::Head {
+                    timestamp: partial.timestamp,
+                    size: partial.size,
+                });
+                self.following = Some((0, 0));
+            }
+        }
+        if let (Some((pieces, taken)), Some(partial)) = (&mut self.following, &state.partial) {
+            for piece in partial.pieces.get(*pieces..).unwrap_or_default() {
+                *taken += piece.len();
+                out.push(Unit::Bytes(piece.clone()));
+            }
+            *pieces = partial.pieces.len();
         }
         let ended = self.following.is_none() && self.index >= state.frames.len();
         if out.len() > before {
@@ -694,47 +713,6 @@ impl GroupConsumer {
                 state.waiters.register(cx);
                 Poll::Pending
             }
-        }
-    }
-
-    /// `poll_units` with a frame arriving or followed: the rest of the one it followed, if it
-    /// is whole now, the whole frames after it, then the arriving frame's header (when this
-    /// reader starts it) and its pieces not yet taken.
-    fn follow(
-        index: &mut usize,
-        following: &mut Option<(usize, usize)>,
-        state: &GroupState,
-        out: &mut Vec<Unit>,
-    ) {
-        if let Some((_, taken)) = *following {
-            if let Some(frame) = state.frames.get(*index) {
-                // The frame it followed is whole now: the rest of it, from its payload.
-                if taken < frame.payload.len() {
-                    out.push(Unit::Bytes(frame.payload.slice(taken..)));
-                }
-                *following = None;
-                *index += 1;
-            }
-        }
-        if following.is_none() {
-            if let Some(frames) = state.frames.get(*index..) {
-                out.extend(frames.iter().cloned().map(Unit::Frame));
-                *index += frames.len();
-            }
-            if let (Some(partial), true) = (&state.partial, *index == state.frames.len()) {
-                out.push(Unit::Head {
-                    timestamp: partial.timestamp,
-                    size: partial.size,
-                });
-                *following = Some((0, 0));
-            }
-        }
-        if let (Some((pieces, taken)), Some(partial)) = (following.as_mut(), &state.partial) {
-            for piece in partial.pieces.get(*pieces..).unwrap_or_default() {
-                *taken += piece.len();
-                out.push(Unit::Bytes(piece.clone()));
-            }
-            *pieces = partial.pieces.len();
         }
     }
 }
