@@ -171,7 +171,23 @@ pub struct Client {
     verifier: Result<Arc<dyn ServerCertVerifier>, String>,
     transport: Arc<quinn::TransportConfig>,
     ipv6: bool,
+    /// TLS configurations built so far, one per (verifier, ALPN list): building one per dial
+    /// cost a load generator's member more than its share of the handshake.
+    tls_configs: Arc<parking_lot::Mutex<Vec<TlsEntry>>>,
 }
+
+/// A QUIC TLS configuration and what it was built for.
+struct TlsEntry {
+    /// The verifier's address (the entry's config holds the verifier, so no other verifier
+    /// can take it while the entry is kept).
+    verifier: usize,
+    alpns: Vec<String>,
+    config: Arc<quinn::crypto::rustls::QuicClientConfig>,
+}
+
+/// How many TLS configurations a client keeps (the oldest goes first): one per verifier
+/// and ALPN list in use, and an `http://` bootstrap's pin is a new verifier per connect.
+const TLS_CONFIGS_KEPT: usize = 8;
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -210,6 +226,7 @@ impl Client {
             verifier,
             transport,
             ipv6,
+            tls_configs: Arc::default(),
         })
     }
 
@@ -316,6 +333,49 @@ impl Client {
         })
     }
 
+    /// The TLS configuration for `verifier` and `alpns`, built once and then shared by every
+    /// dial. Sessions are not resumed (as with a configuration per dial): every connection
+    /// makes a full handshake, which a load generator's comparisons rely on.
+    fn tls_config(
+        &self,
+        verifier: Arc<dyn ServerCertVerifier>,
+        alpns: &[&str],
+    ) -> Result<Arc<quinn::crypto::rustls::QuicClientConfig>, ClientError> {
+        let key = Arc::as_ptr(&verifier) as *const () as usize;
+        let mut kept = self.tls_configs.lock();
+        if let Some(entry) = kept.iter().find(|e| {
+            e.verifier == key && e.alpns.iter().map(String::as_str).eq(alpns.iter().copied())
+        }) {
+            return Ok(entry.config.clone());
+        }
+        let builder = rustls::ClientConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .map_err(TlsError::from)?
+            .dangerous()
+            .with_custom_certificate_verifier(verifier);
+        let mut tls = match &self.config.identity {
+            Some(identity) => builder
+                .with_client_auth_cert(identity.chain().to_vec(), identity.key().clone_key())
+                .map_err(TlsError::from)?,
+            None => builder.with_no_client_auth(),
+        };
+        tls.alpn_protocols = alpns.iter().map(|a| a.as_bytes().to_vec()).collect();
+        tls.resumption = rustls::client::Resumption::disabled();
+        let config = Arc::new(
+            quinn::crypto::rustls::QuicClientConfig::try_from(tls)
+                .map_err(|_| TlsError::NoQuicCipherSuite)?,
+        );
+        if kept.len() == TLS_CONFIGS_KEPT {
+            kept.remove(0);
+        }
+        kept.push(TlsEntry {
+            verifier: key,
+            alpns: alpns.iter().map(|a| (*a).to_owned()).collect(),
+            config: config.clone(),
+        });
+        Ok(config)
+    }
+
     /// Resolve the URL's host and race QUIC handshakes to its addresses (IPv4 first, the
     /// next one starting 250 ms after the previous), keeping the first that completes.
     async fn dial(
@@ -329,21 +389,8 @@ impl Client {
         let server_name = host_name(&host);
         let addrs = resolve(&host, port, self.ipv6).await?;
 
-        let builder = rustls::ClientConfig::builder_with_provider(provider())
-            .with_protocol_versions(&[&rustls::version::TLS13])
-            .map_err(TlsError::from)?
-            .dangerous()
-            .with_custom_certificate_verifier(verifier);
-        let mut tls = match &self.config.identity {
-            Some(identity) => builder
-                .with_client_auth_cert(identity.chain().to_vec(), identity.key().clone_key())
-                .map_err(TlsError::from)?,
-            None => builder.with_no_client_auth(),
-        };
-        tls.alpn_protocols = alpns.iter().map(|a| a.as_bytes().to_vec()).collect();
-        let tls = quinn::crypto::rustls::QuicClientConfig::try_from(tls)
-            .map_err(|_| TlsError::NoQuicCipherSuite)?;
-        let mut config = quinn::ClientConfig::new(Arc::new(tls));
+        let tls = self.tls_config(verifier, alpns)?;
+        let mut config = quinn::ClientConfig::new(tls);
         config.transport_config(self.transport.clone());
 
         let mut attempts = FuturesUnordered::new();
@@ -488,5 +535,36 @@ mod tests {
         assert_eq!(path("moqt://h/a#frag").as_deref(), Some("/a"));
         assert_eq!(path("moql://h:4443/x/y?q=1#f").as_deref(), Some("/x/y?q=1"));
         assert_eq!(path("moqt://h?jwt=1").as_deref(), Some("?jwt=1"));
+    }
+
+    /// Dials with the same verifier and ALPNs share one TLS configuration (built once);
+    /// another ALPN list or verifier gets its own, and the list is bounded.
+    #[tokio::test]
+    async fn dials_share_a_tls_configuration() {
+        let client = Client::new(ClientConfig::default().with_tls(TlsVerify::Disabled)).unwrap();
+        let verifier = client.verifier().unwrap();
+        let first = client
+            .tls_config(verifier.clone(), &["moq-lite-03"])
+            .unwrap();
+        let again = client
+            .tls_config(verifier.clone(), &["moq-lite-03"])
+            .unwrap();
+        assert!(Arc::ptr_eq(&first, &again));
+        let other_alpns = client.tls_config(verifier.clone(), &[H3]).unwrap();
+        assert!(!Arc::ptr_eq(&first, &other_alpns));
+        let pinned: Arc<dyn ServerCertVerifier> =
+            Arc::new(PinnedVerifier::new(provider(), vec![[0; 32]]));
+        let other_verifier = client.tls_config(pinned, &["moq-lite-03"]).unwrap();
+        assert!(!Arc::ptr_eq(&first, &other_verifier));
+        // The oldest goes once more are kept than the bound.
+        for i in 0..TLS_CONFIGS_KEPT {
+            let alpn = format!("x-{i}");
+            client
+                .tls_config(verifier.clone(), &[alpn.as_str()])
+                .unwrap();
+        }
+        assert_eq!(client.tls_configs.lock().len(), TLS_CONFIGS_KEPT);
+        let rebuilt = client.tls_config(verifier, &["moq-lite-03"]).unwrap();
+        assert!(!Arc::ptr_eq(&first, &rebuilt));
     }
 }

@@ -21,7 +21,8 @@ use starling_transport::StreamGate;
 /// The concurrent-stream credit a connection starts with and may grow to, per direction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StreamLimits {
-    pub initial: u64,
+    pub initial_bidi: u64,
+    pub initial_uni: u64,
     pub max_bidi: u64,
     pub max_uni: u64,
 }
@@ -118,8 +119,8 @@ impl std::fmt::Debug for StreamCredit {
 impl StreamCredit {
     pub fn new(limits: StreamLimits) -> Self {
         StreamCredit {
-            bidi: Counter::new(limits.initial, limits.max_bidi),
-            uni: Counter::new(limits.initial, limits.max_uni),
+            bidi: Counter::new(limits.initial_bidi, limits.max_bidi),
+            uni: Counter::new(limits.initial_uni, limits.max_uni),
             gate: OnceLock::new(),
         }
     }

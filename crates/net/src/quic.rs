@@ -8,7 +8,8 @@ use quinn::VarInt;
 
 /// QUIC transport settings shared by the server and the client. Defaults follow
 /// moq-tokio: 10 s idle timeout, 3 s keep-alive, up to 10 000 concurrent streams each way
-/// (granted as they are used, from 32: see [`crate::StreamLimits`]), a 64 MiB connection
+/// (granted as they are used, from 8 bidirectional and 32 unidirectional: see
+/// [`crate::StreamLimits`]), a 64 MiB connection
 /// receive window, datagrams enabled.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QuicConfig {
@@ -20,8 +21,14 @@ pub struct QuicConfig {
     pub max_bidi_streams: u64,
     /// Concurrent unidirectional streams the peer may open, at most.
     pub max_uni_streams: u64,
-    /// Concurrent streams each way granted at first; doubled while half are in use.
-    pub initial_streams: u64,
+    /// Concurrent bidirectional streams granted at first; doubled while half are in use.
+    /// quinn keeps state for each stream granted from the start: 8 covers a viewer's
+    /// announce and subscriptions (a browser watch opens four) before the first doubling.
+    pub initial_bidi_streams: u64,
+    /// Concurrent unidirectional (group) streams granted at first; doubled likewise. A
+    /// publisher's stalled groups hold theirs until it ends them, and growth may be refused
+    /// under memory pressure, so this is what a connection can count on.
+    pub initial_uni_streams: u64,
     /// Connection-wide receive window, in bytes.
     pub receive_window: u64,
     /// Per-stream receive window, in bytes.
@@ -41,7 +48,8 @@ impl Default for QuicConfig {
             keep_alive: Some(Duration::from_secs(3)),
             max_bidi_streams: 10_000,
             max_uni_streams: 10_000,
-            initial_streams: 32,
+            initial_bidi_streams: 8,
+            initial_uni_streams: 32,
             receive_window: 64 << 20,
             stream_receive_window: 8 << 20,
             send_window: 64 << 20,
@@ -59,7 +67,8 @@ impl QuicConfig {
     /// The stream credit connections start with and grow to.
     pub fn stream_limits(&self) -> crate::StreamLimits {
         crate::StreamLimits {
-            initial: self.initial_streams,
+            initial_bidi: self.initial_bidi_streams,
+            initial_uni: self.initial_uni_streams,
             max_bidi: self.max_bidi_streams,
             max_uni: self.max_uni_streams,
         }
@@ -74,8 +83,8 @@ impl QuicConfig {
         t.max_idle_timeout(Some(idle));
         t.keep_alive_interval(self.keep_alive);
         let limits = self.stream_limits();
-        t.max_concurrent_bidi_streams(varint(limits.initial.min(limits.max_bidi)));
-        t.max_concurrent_uni_streams(varint(limits.initial.min(limits.max_uni)));
+        t.max_concurrent_bidi_streams(varint(limits.initial_bidi.min(limits.max_bidi)));
+        t.max_concurrent_uni_streams(varint(limits.initial_uni.min(limits.max_uni)));
         t.receive_window(varint(self.receive_window));
         t.stream_receive_window(varint(self.stream_receive_window));
         t.send_window(self.send_window);

@@ -72,7 +72,7 @@ impl QuicTransport {
         Self::with_limits(session, binding, QuicConfig::default().stream_limits())
     }
 
-    /// As [`new`](Self::new), growing the peer's stream credit from `limits.initial` (what
+    /// As [`new`](Self::new), growing the peer's stream credit from its initial credit (what
     /// the connection's transport config granted) up to its maximums.
     pub fn with_limits(session: Session, binding: Binding, limits: StreamLimits) -> Self {
         Self {

@@ -172,7 +172,7 @@ pub struct SessionRegistry {
 #[derive(Default)]
 struct RegistryInner {
     next_id: AtomicU64,
-    sessions: Mutex<HashMap<u64, SessionEntry>>,
+    sessions: Mutex<HashMap<u64, Arc<SessionEntry>>>,
 }
 
 impl SessionRegistry {
@@ -189,16 +189,17 @@ impl SessionRegistry {
     #[must_use = "the session is unregistered when the guard drops"]
     pub fn register(&self, info: SessionInfo, session: Arc<dyn LiveSession>) -> Registered {
         let id = info.id;
-        self.lock().insert(id, SessionEntry { info, session });
+        self.lock()
+            .insert(id, Arc::new(SessionEntry { info, session }));
         Registered {
             registry: self.clone(),
             id,
         }
     }
 
-    /// Every live session, in id order (one lock, one copy of each entry's handles).
-    pub fn list(&self) -> Vec<SessionEntry> {
-        let mut entries: Vec<SessionEntry> = self.lock().values().cloned().collect();
+    /// Every live session, in id order (one lock, a reference to each entry).
+    pub fn list(&self) -> Vec<Arc<SessionEntry>> {
+        let mut entries: Vec<Arc<SessionEntry>> = self.lock().values().cloned().collect();
         entries.sort_by_key(|entry| entry.info.id);
         entries
     }
@@ -211,7 +212,7 @@ impl SessionRegistry {
         self.len() == 0
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, SessionEntry>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<SessionEntry>>> {
         // A panic while holding the lock leaves a consistent map; keep serving.
         self.inner
             .sessions

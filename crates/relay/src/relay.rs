@@ -251,7 +251,7 @@ impl RelayCore {
             .sessions
             .list()
             .into_iter()
-            .map(|entry| entry.session)
+            .map(|entry| entry.session.clone())
             .collect();
         tracing::info!(sessions = sessions.len(), "draining");
         // Every GOAWAY at once, and all of it inside the deadline: a peer that grants no
@@ -556,9 +556,14 @@ impl Inner {
     /// lives as long as the session, so what it holds meanwhile is kept small: the
     /// establishing (handshake, auth, start: several KiB of state) is boxed and gone once the
     /// session runs, and only the session, its lease and its registration stay.
-    async fn serve<T: Transport>(self: Arc<Self>, accepted: Incoming<T>) {
-        if let Some(live) = Box::pin(self.clone().establish(accepted)).await {
-            self.hold::<T>(live).await;
+    fn serve<T: Transport>(self: Arc<Self>, accepted: Incoming<T>) -> impl Future<Output = ()> {
+        // Made before the task's future, which then holds only the box (an `async fn` keeps
+        // its arguments in its future for the session's life).
+        let establishing = Box::pin(self.clone().establish(accepted));
+        async move {
+            if let Some(mut live) = establishing.await {
+                self.hold::<T>(&mut live).await;
+            }
         }
     }
 
@@ -728,25 +733,32 @@ impl Inner {
         })
     }
 
-    /// Hold an established session until it ends, then account for it.
-    async fn hold<T: Transport>(&self, live: Live<T>) {
-        // The admission slot and the registration are held (named) until this returns.
+    /// Hold an established session until it ends, then account for it. The admission slot
+    /// and the registration in `live` are given back when the caller drops it.
+    async fn hold<T: Transport>(&self, live: &mut Live<T>) {
         let Live {
             session,
-            mut lease,
+            lease,
             remote,
-            _ticket,
-            _registered,
+            ..
         } = live;
         // The lease ends the session with UNAUTHORIZED when its grant expires, is revoked
-        // or narrows.
-        let err = tokio::select! {
-            err = session.closed() => err,
-            end = lease.ended() => {
-                tracing::info!(%remote, %end, "session's grant ended");
-                session.close(SessionCode::Unauthorized, "unauthorized");
-                session.closed().await
-            }
+        // or narrows. Boxed, and only when something can end it: an idle session's task
+        // holds no more than the wait for its end.
+        let err = if lease.can_end() {
+            Box::pin(async {
+                tokio::select! {
+                    err = session.closed() => err,
+                    end = lease.ended() => {
+                        tracing::info!(%remote, %end, "session's grant ended");
+                        session.close(SessionCode::Unauthorized, "unauthorized");
+                        session.closed().await
+                    }
+                }
+            })
+            .await
+        } else {
+            session.closed().await
         };
         let stats = session.stats();
         lease.close(

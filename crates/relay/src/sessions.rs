@@ -190,8 +190,8 @@ pub fn sessions_json(sessions: &SessionRegistry, node: &str, filter: &Filter) ->
     let list: Vec<View> = sessions
         .list()
         .into_iter()
-        .map(|entry| entry.info)
-        .filter(|info| info.peer.is_none() && filter.matches(node, info))
+        .filter(|entry| entry.info.peer.is_none() && filter.matches(node, &entry.info))
+        .map(|entry| entry.info.clone())
         .map(|info| View {
             id: info.id.to_string(),
             node: node.to_string(),

@@ -110,8 +110,7 @@ impl<T: Transport> Session<T> {
             pulls_ended: tokio::sync::Notify::new(),
             closing: CancellationToken::new(),
         });
-        let driver = shared.clone();
-        tokio::spawn(async move { drive(driver).await });
+        tokio::spawn(drive(shared.clone()));
         if let Some(ietf) = Ietf::of(&shared) {
             crate::ietf::begin(&ietf, ietf_recv);
             return Session { shared };
@@ -261,53 +260,62 @@ async fn session_stream_of<T: Transport>(
     shared.fail(ended);
 }
 
-async fn handle_bi<T: Transport>(shared: Arc<Shared<T>>, send: T::Send, recv: T::Recv) {
+/// A request stream's task. Its reader and writer are made before the task's future, which
+/// then holds them once (an `async fn` keeps its arguments in its future beside the locals
+/// they move into).
+fn handle_bi<T: Transport>(
+    shared: Arc<Shared<T>>,
+    send: T::Send,
+    recv: T::Recv,
+) -> impl std::future::Future<Output = ()> + Send {
     // Until its type is decoded, a request stream is worth no more than any header-less stream.
     let mut reader = Reader::new(recv, shared.version, &shared.budget, Rank::Unknown);
     let mut writer = Writer::new(send, shared.version);
-    let kind = match reader.varint().await {
-        Ok(Some(kind)) => kind,
-        Ok(None) => return,
-        Err(err) => {
+    async move {
+        let kind = match reader.varint().await {
+            Ok(Some(kind)) => kind,
+            Ok(None) => return,
+            Err(err) => {
+                let code = err.stream_code().to_code();
+                writer.reset(code);
+                reader.stop(code);
+                return;
+            }
+        };
+        let Some(kind) = BidiType::from_code(kind).filter(|k| k.allowed_in(shared.version)) else {
+            // Unknown or version-foreign bidi type: drop the stream, keep the session.
+            writer.reset(StreamCode::Internal.to_code());
+            reader.stop(StreamCode::Internal.to_code());
+            return;
+        };
+        reader.set_rank(Rank::Control);
+        let result = match kind {
+            // Boxed: a request stream's task holds only its own kind's state, not the largest.
+            BidiType::Announce => {
+                Box::pin(publisher::announce(&shared, &mut reader, &mut writer)).await
+            }
+            BidiType::Subscribe => {
+                Box::pin(publisher::subscribe(&shared, &mut reader, &mut writer)).await
+            }
+            BidiType::Track => Box::pin(publisher::track(&shared, &mut reader, &mut writer)).await,
+            BidiType::Fetch => Box::pin(publisher::fetch(&shared, &mut reader, &mut writer)).await,
+            BidiType::Probe | BidiType::Goaway => {
+                Box::pin(publisher::hold(&shared, kind, &mut reader, &mut writer)).await
+            }
+            BidiType::Session => Err(Error::Stream(StreamCode::Internal)),
+        };
+        if let Err(err) = result {
+            tracing::debug!(?kind, ?err, "request stream failed");
+            if matches!(
+                err,
+                Error::Decode(_) | Error::ProtocolViolation(_) | Error::Bound(_)
+            ) {
+                shared.stats.stream_error(err.stream_code());
+            }
             let code = err.stream_code().to_code();
             writer.reset(code);
             reader.stop(code);
-            return;
         }
-    };
-    let Some(kind) = BidiType::from_code(kind).filter(|k| k.allowed_in(shared.version)) else {
-        // Unknown or version-foreign bidi type: drop the stream, keep the session.
-        writer.reset(StreamCode::Internal.to_code());
-        reader.stop(StreamCode::Internal.to_code());
-        return;
-    };
-    reader.set_rank(Rank::Control);
-    let result = match kind {
-        // Boxed: a request stream's task holds only its own kind's state, not the largest.
-        BidiType::Announce => {
-            Box::pin(publisher::announce(&shared, &mut reader, &mut writer)).await
-        }
-        BidiType::Subscribe => {
-            Box::pin(publisher::subscribe(&shared, &mut reader, &mut writer)).await
-        }
-        BidiType::Track => Box::pin(publisher::track(&shared, &mut reader, &mut writer)).await,
-        BidiType::Fetch => Box::pin(publisher::fetch(&shared, &mut reader, &mut writer)).await,
-        BidiType::Probe | BidiType::Goaway => {
-            publisher::hold(&shared, kind, &mut reader, &mut writer).await
-        }
-        BidiType::Session => Err(Error::Stream(StreamCode::Internal)),
-    };
-    if let Err(err) = result {
-        tracing::debug!(?kind, ?err, "request stream failed");
-        if matches!(
-            err,
-            Error::Decode(_) | Error::ProtocolViolation(_) | Error::Bound(_)
-        ) {
-            shared.stats.stream_error(err.stream_code());
-        }
-        let code = err.stream_code().to_code();
-        writer.reset(code);
-        reader.stop(code);
     }
 }
 

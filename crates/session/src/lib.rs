@@ -8,6 +8,7 @@
 
 mod announcing;
 mod budget;
+mod cancellable;
 mod clock;
 mod config;
 mod dispatch;

@@ -266,7 +266,9 @@ pub(crate) async fn serve<T: Transport, E: Events, W: ServeWire<T, E>>(
                         Place::Serve(group, last) => {
                             if !started {
                                 started = true;
-                                if let Err(err) = wire.starting(group.sequence()).await {
+                                // Boxed: once a subscription, and the largest write
+                                // (half the future's size inline).
+                                if let Err(err) = Box::pin(wire.starting(group.sequence())).await {
                                     break Err(Failure::Session(err));
                                 }
                             }

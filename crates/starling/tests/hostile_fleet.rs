@@ -221,7 +221,7 @@ async fn a_fleet_of_one_byte_and_malformed_streams_is_bounded() {
         settled / MIB
     );
     let opened: usize = fleet.iter().map(|(_, streams)| streams.len()).sum();
-    let initial = starling_net::QuicConfig::default().initial_streams as usize;
+    let initial = starling_net::QuicConfig::default().initial_uni_streams as usize;
     let credit = connections * initial + (budget as usize / 2) / STREAM_CREDIT_COST;
     assert!(
         opened <= credit,

@@ -54,7 +54,8 @@ pub struct Lease {
     held: Option<Held>,
     admitted: Option<Arc<Decision>>,
     expires: Option<Instant>,
-    report: Option<Report>,
+    /// Boxed: most sessions have none, and the lease lives as long as its session.
+    report: Option<Box<Report>>,
 }
 
 /// `expires` (read against `clock`) as an instant on Tokio's clock; one already past is now.
@@ -80,10 +81,12 @@ impl Lease {
             held: None,
             admitted: None,
             expires: None,
-            report: report.map(|(reporter, request)| Report {
-                reporter,
-                request,
-                started: WallInstant::now(),
+            report: report.map(|(reporter, request)| {
+                Box::new(Report {
+                    reporter,
+                    request,
+                    started: WallInstant::now(),
+                })
             }),
         }
     }
@@ -105,12 +108,20 @@ impl Lease {
                 watcher,
             }),
             admitted: Some(admitted),
-            report: report.map(|(reporter, request)| Report {
-                reporter,
-                request,
-                started: WallInstant::now(),
+            report: report.map(|(reporter, request)| {
+                Box::new(Report {
+                    reporter,
+                    request,
+                    started: WallInstant::now(),
+                })
             }),
         }
+    }
+
+    /// Whether anything can end the lease (an expiry, or a decision re-checked): when not,
+    /// [`Lease::ended`] never resolves.
+    pub fn can_end(&self) -> bool {
+        self.expires.is_some() || self.held.is_some()
     }
 
     /// Wait until the lease no longer covers the session.
@@ -158,8 +169,9 @@ impl Lease {
         }
     }
 
-    /// End the lease: report why the session closed and what it moved.
-    pub fn close(mut self, reason: &str, bytes: ByteTotals) {
+    /// End the lease: report why the session closed and what it moved (once; later closes
+    /// and the drop report nothing more).
+    pub fn close(&mut self, reason: &str, bytes: ByteTotals) {
         self.report_end(reason, bytes);
     }
 

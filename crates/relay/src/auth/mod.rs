@@ -225,7 +225,7 @@ impl Authority {
 
     /// Admit a one-shot request (an HTTP API call) and end it at once.
     pub async fn check(&self, facts: SessionFacts) -> Result<Grant, Arc<Refusal>> {
-        let admitted = self.admit_for(facts, Use::Once).await?;
+        let mut admitted = self.admit_for(facts, Use::Once).await?;
         admitted.lease.close("done", ByteTotals::default());
         Ok(admitted.grant)
     }

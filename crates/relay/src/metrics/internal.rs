@@ -78,8 +78,8 @@ pub fn internal_router(
 fn nodes_json(sessions: &SessionRegistry) -> String {
     let mut nodes: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     for entry in sessions.list() {
-        if let Some(peer) = entry.info.peer {
-            nodes.entry(peer).or_default().push(entry.info.id);
+        if let Some(peer) = &entry.info.peer {
+            nodes.entry(peer.clone()).or_default().push(entry.info.id);
         }
     }
     let nodes: Vec<serde_json::Value> = nodes

@@ -118,13 +118,15 @@ pub(crate) async fn subscribe<T: Transport>(
             crate::Held::Subscription,
         )
         .ok_or(Error::Bound("served subscriptions"))?;
-    let track = resolve(
+    let mut track = resolve(
         shared,
         &msg.broadcast,
         &msg.track,
         Some(start_of(shared.version, &msg)),
     )?;
-    serve(shared, reader, writer, msg, track).await
+    // By reference: what an `async fn` takes by value it holds twice for the subscription's
+    // life (its argument and the local it moves into).
+    serve(shared, reader, writer, &msg, &mut track).await
 }
 
 /// Find the broadcast for a wire path and read one of its tracks from `start`, or only watch
@@ -168,8 +170,8 @@ async fn serve<T: Transport>(
     shared: &Arc<Shared<T>>,
     reader: &mut Reader<T::Recv>,
     writer: &mut Writer<T::Send>,
-    msg: Subscribe,
-    mut track: TrackConsumer,
+    msg: &Subscribe,
+    track: &mut TrackConsumer,
 ) -> Result<(), Error> {
     let version = shared.version;
     let legacy = !version.has_track_stream();
@@ -198,7 +200,7 @@ async fn serve<T: Transport>(
         writer,
         version,
         id: msg.id,
-        bounds: Bounds::of(&msg),
+        bounds: Bounds::of(msg),
         held: VecDeque::new(),
         max_held: shared.config.limits.max_inflight_groups.max(1),
     };
@@ -207,7 +209,7 @@ async fn serve<T: Transport>(
         version,
         max: shared.config.limits.max_control_message,
     };
-    serve::serve(shared, &mut wire, &mut events, &mut track, msg.priority).await
+    serve::serve(shared, &mut wire, &mut events, track, msg.priority).await
 }
 
 /// A lite subscriber's events: SUBSCRIBE_UPDATEs on its subscribe stream, then its FIN.

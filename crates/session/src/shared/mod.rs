@@ -17,7 +17,6 @@ use tokio_util::sync::CancellationToken;
 use crate::budget::RecvBudget;
 use crate::config::SessionConfig;
 use crate::error::Error;
-use crate::gate::Gate;
 use crate::rank::Rank;
 use crate::reader::Reader;
 use crate::stop::Stop;
@@ -257,18 +256,10 @@ impl<T: Transport> Shared<T> {
     where
         F: std::future::Future<Output = ()> + Send + 'static,
     {
-        let cancel = self.cancel.clone();
-        tokio::spawn(async move {
-            // The cancellation is polled only when it fired, not on each of the task's wakes
-            // (a subscription wakes once per frame).
-            let cancelled = std::pin::pin!(cancel.cancelled_owned());
-            let mut gate = Gate::default();
-            tokio::select! {
-                biased;
-                _ = task => {}
-                _ = gate.future(cancelled) => {}
-            }
-        });
+        tokio::spawn(crate::cancellable::Cancellable::new(
+            task,
+            self.cancel.clone().cancelled_owned(),
+        ));
     }
 
     /// A uni stream for one group, unless `abort` resolves before the transport grants one;
