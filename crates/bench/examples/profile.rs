@@ -4,7 +4,8 @@
 //!
 //! `cargo run --release -p starling-bench --example profile -- dash RELAYS PROJECTS TRACKS TICKS`
 //! `cargo run --release -p starling-bench --example profile -- delivery VIEWERS FRAMES`
-//! (`STARLING_BENCH_VERSION=moq-lite-07-wip` runs either on lite-07.)
+//! (`STARLING_BENCH_VERSION=moq-lite-07-wip` runs either on lite-07; `STARLING_BENCH_WORKERS=N`
+//! on a multi-thread runtime of N workers, to compare one core with more by wall time.)
 //! (CPU time is read from Linux's `/proc/thread-self/schedstat`; elsewhere only wall time.)
 
 use std::time::Instant;
@@ -94,12 +95,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 rt.block_on(Delivery::setup(viewers, version()))
             })?;
             let items = (frames * viewers) as u64;
-            measure("frames (item = one delivered frame)", items, || {
+            // In a task of the runtime's own: on a multi-thread runtime the frames are then
+            // written from a worker, as a relay's session task writes them, not handed over
+            // from this thread.
+            delivery = measure("frames (item = one delivered frame)", items, || {
                 rt.block_on(async {
-                    for _ in 0..frames {
-                        delivery.frame().await?;
-                    }
-                    Ok(())
+                    tokio::spawn(async move {
+                        for _ in 0..frames {
+                            delivery.frame().await?;
+                        }
+                        Ok(delivery)
+                    })
+                    .await
+                    .expect("the frames task")
                 })
             })?;
             measure("teardown", 1, || {

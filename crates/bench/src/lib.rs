@@ -31,11 +31,22 @@ pub const VERSION: Protocol = Protocol::Lite(Version::Lite06);
 /// How long any awaited event may take before the bench fails instead of hanging.
 pub const TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The one current-thread runtime a topology runs on (time enabled for session timers).
+/// The runtime a topology runs on (time enabled for session timers): one current thread, or
+/// with `STARLING_BENCH_WORKERS=N` a multi-thread runtime of N workers (the relay's kind),
+/// to compare a shape's throughput on one core and on more.
 pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
+    match std::env::var("STARLING_BENCH_WORKERS")
+        .ok()
+        .and_then(|n| n.parse::<usize>().ok())
+    {
+        Some(workers) if workers > 0 => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .enable_all()
+            .build(),
+        _ => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+    }
 }
 
 /// Await `future` for at most [`TIMEOUT`]; `what` names the event in the error.
