@@ -56,6 +56,16 @@ fn measure<T>(what: &str, items: u64, work: impl FnOnce() -> Result<T, Error>) -
     Ok(out)
 }
 
+/// Run `work` to its end in a task of the runtime's own: on a multi-thread runtime the
+/// topology is then built and driven from a worker, as a relay's tasks are, not from this
+/// thread (whose allocations a worker would free, and whose wakes cross to it).
+fn on_runtime<T: Send + 'static>(
+    rt: &tokio::runtime::Runtime,
+    work: impl std::future::Future<Output = T> + Send + 'static,
+) -> T {
+    rt.block_on(async { tokio::spawn(work).await.expect("the runtime's task") })
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let numbers: Vec<usize> = args
@@ -73,14 +83,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 version: version(),
             };
             println!("{shape:?}: {} tracks", shape.total_tracks());
-            let mut dash = measure("setup", 1, || rt.block_on(Dash::setup(shape)))?;
+            let mut dash = measure("setup", 1, || on_runtime(&rt, Dash::setup(shape)))?;
             let items = (ticks * shape.total_tracks()) as u64;
-            measure("ticks (item = one track's group)", items, || {
-                rt.block_on(async {
+            dash = measure("ticks (item = one track's group)", items, || {
+                on_runtime(&rt, async move {
                     for _ in 0..ticks {
                         dash.tick().await?;
                     }
-                    Ok(())
+                    Ok(dash)
                 })
             })?;
             measure("teardown", 1, || {
@@ -92,22 +102,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         (Some("delivery"), &[viewers, frames]) => {
             let mut delivery = measure("setup", 1, || {
-                rt.block_on(Delivery::setup(viewers, version()))
+                on_runtime(&rt, Delivery::setup(viewers, version()))
             })?;
             let items = (frames * viewers) as u64;
-            // In a task of the runtime's own: on a multi-thread runtime the frames are then
-            // written from a worker, as a relay's session task writes them, not handed over
-            // from this thread.
             delivery = measure("frames (item = one delivered frame)", items, || {
-                rt.block_on(async {
-                    tokio::spawn(async move {
-                        for _ in 0..frames {
-                            delivery.frame().await?;
-                        }
-                        Ok(delivery)
-                    })
-                    .await
-                    .expect("the frames task")
+                on_runtime(&rt, async move {
+                    for _ in 0..frames {
+                        delivery.frame().await?;
+                    }
+                    Ok(delivery)
                 })
             })?;
             measure("teardown", 1, || {
