@@ -66,6 +66,12 @@ impl Mesh {
             ],
         )
         .await?;
+        // moq-relay's link is up before anything is published through it (it dials on its
+        // own schedule, with backoff after a failed attempt).
+        starling
+            .sessions_at_least(1)
+            .await
+            .context("moq-relay's cluster link to Starling")?;
         Ok(Mesh { starling, moq })
     }
 

@@ -6,6 +6,7 @@ use super::*;
 pub struct StarlingRelay {
     pub addr: SocketAddr,
     pub fingerprint: String,
+    sessions: starling_relay::SessionRegistry,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -31,6 +32,7 @@ impl StarlingRelay {
             .context("binding the Starling relay")?;
         let addr = relay.local_addr()?;
         let fingerprint = relay.fingerprint().to_string();
+        let sessions = relay.sessions().clone();
         let task = tokio::spawn(async move {
             if let Err(err) = relay.run().await {
                 tracing::error!(%err, "Starling relay stopped");
@@ -39,12 +41,30 @@ impl StarlingRelay {
         Ok(StarlingRelay {
             addr,
             fingerprint,
+            sessions,
             task,
         })
     }
 
     pub fn url(&self, case: Case) -> Url {
         case.url(self.addr.port())
+    }
+
+    /// Wait (up to 10 s) until the relay holds at least `count` sessions: a peer's link it
+    /// accepted, say, before a test publishes through it.
+    pub async fn sessions_at_least(&self, count: usize) -> anyhow::Result<()> {
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while self.sessions.len() < count {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .map_err(|_| {
+            anyhow::anyhow!(
+                "the Starling relay held {} sessions after 10 s, not {count}",
+                self.sessions.len()
+            )
+        })
     }
 }
 
