@@ -549,9 +549,6 @@ async fn bind_tcp(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> 
 }
 
 impl Inner {
-    /// The handshake, admission and start are boxed: they run once, and the task that then
-    /// holds the session for its whole life keeps only what it needs for that (an idle
-    /// session's task was 8 KiB, the size of its largest step).
     /// Serve one connection: establish its session, then hold it until it ends. The task
     /// lives as long as the session, so what it holds meanwhile is kept small: the
     /// establishing (handshake, auth, start: several KiB of state) is boxed and gone once the

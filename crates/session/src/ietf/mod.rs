@@ -211,7 +211,9 @@ pub(crate) async fn request_stream<T: Transport>(shared: Ietf<T>, send: T::Send,
             }
         };
         let request = Request::stream(shared.clone(), id, reader, request::control_writer(send));
-        handle(shared.clone(), request, first).await;
+        // Boxed, as the lite request streams' handlers are: the task then holds only its
+        // own request's state, not the largest kind's.
+        Box::pin(handle(shared.clone(), request, first)).await;
         Ok(())
     }
     .await;
